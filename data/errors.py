@@ -1,0 +1,27 @@
+"""The one error type for bad user input.
+
+Run scripts catch it, print its single line and exit with code 2, so a user sees which file is wrong
+and how to fix it instead of a traceback.
+"""
+import functools
+import sys
+
+EXIT_BAD_INPUT = 2
+
+
+class InputError(Exception):
+    """Bad input from the user: the message is one line naming the file and the fix."""
+
+
+def exit_on_input_error(main):
+    """Wraps a CLI entry point: InputError becomes one line on stderr and exit code 2."""
+
+    @functools.wraps(main)
+    def wrapper(*args, **kwargs):
+        try:
+            return main(*args, **kwargs)
+        except InputError as error:
+            print(f"error: {error}", file=sys.stderr)
+            sys.exit(EXIT_BAD_INPUT)
+
+    return wrapper
