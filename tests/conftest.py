@@ -1,0 +1,39 @@
+"""Shared fixtures.
+
+The real-data tier reads ../shared/data through ELECTRA_SHARED_DATA: unset, those tests skip; set (as CI
+does), missing data is a failure, never a skip.
+"""
+import os
+import pathlib
+
+import pytest
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> pathlib.Path:
+    root = os.environ.get("ELECTRA_SHARED_DATA")
+    if not root:
+        pytest.skip("ELECTRA_SHARED_DATA is not set: real-data tier skipped")
+    path = pathlib.Path(root).resolve()
+    required = [
+        path / "vocab" / "bert-base-uncased-vocab.txt",
+        path / "corpus" / "enwiki_wikiextractor" / "enwiki_part00.txt.gz",
+    ]
+    missing = [str(p) for p in required if not p.exists()]
+    if missing:
+        pytest.fail(f"ELECTRA_SHARED_DATA={root} but these files are missing: {missing}")
+    return path
+
+
+@pytest.fixture(scope="session")
+def bert_vocab_file(shared_data) -> pathlib.Path:
+    return shared_data / "vocab" / "bert-base-uncased-vocab.txt"
+
+
+@pytest.fixture(scope="session")
+def wiki_shards(shared_data) -> list:
+    return sorted((shared_data / "corpus" / "enwiki_wikiextractor").glob("enwiki_part*.txt.gz"))
