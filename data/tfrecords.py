@@ -1,0 +1,216 @@
+"""Pretraining TFRecords: the feature spec, a fast deterministic serializer, atomic shard writing,
+metadata.json, and the tf.data reader for one worker of many.
+
+The features keep the original names (`input_ids`, `input_mask`, `segment_ids`, int64, fixed length);
+masking happens in the model at every step, so no masked-LM features are stored.
+"""
+import json
+import os
+import pathlib
+from typing import Dict, List, Optional, Sequence
+
+import numpy as np
+
+from data.errors import InputError
+
+FEATURE_NAMES = ("input_ids", "input_mask", "segment_ids")
+SHARD_PREFIX = "pretrain_data.tfrecord"
+METADATA_FILE = "metadata.json"
+FORMAT_VERSION = 1
+TEMP_SUFFIX = ".incomplete"
+
+
+def shard_name(index: int, num_shards: int) -> str:
+    return f"{SHARD_PREFIX}-{index:05d}-of-{num_shards:05d}"
+
+
+# --- serialization -----------------------------------------------------------------------------------
+# tf.train.Example is hand-encoded: it is several times faster than building the protobuf in Python, and
+# a fixed field order makes the bytes reproducible. A test parses the result with TensorFlow.
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte = value & 0x7F
+        value >>= 7
+        if value:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
+class ExampleSerializer:
+    """Serializes the three int64 features; varints of token ids come from a table built once."""
+
+    def __init__(self, vocab_size: int):
+        self._varints = [_varint(i) for i in range(max(vocab_size, 2))]
+        self._keys = {name: _varint(len(name)) + name.encode() for name in FEATURE_NAMES}
+
+    def _feature_entry(self, name: str, values: np.ndarray, small: bool) -> bytes:
+        payload = values.astype(np.uint8).tobytes() if small else b"".join(
+            [self._varints[v] for v in values.tolist()])
+        int64_list = b"\x0a" + _varint(len(payload)) + payload          # Int64List.value, packed
+        feature = b"\x1a" + _varint(len(int64_list)) + int64_list       # Feature.int64_list
+        entry = b"\x0a" + self._keys[name] + b"\x12" + _varint(len(feature)) + feature
+        return b"\x0a" + _varint(len(entry)) + entry                     # Features.feature map entry
+
+    def serialize(self, input_ids: np.ndarray, input_mask: np.ndarray, segment_ids: np.ndarray) -> bytes:
+        features = (self._feature_entry("input_ids", input_ids, small=False)
+                    + self._feature_entry("input_mask", input_mask, small=True)
+                    + self._feature_entry("segment_ids", segment_ids, small=True))
+        return b"\x0a" + _varint(len(features)) + features               # Example.features
+
+
+# --- writing -----------------------------------------------------------------------------------------
+
+class ShardWriter:
+    """Writes examples round-robin over the shards one builder process owns, under temporary names.
+
+    `commit()` renames each finished shard to its final name; `abort()` deletes what was written.
+    """
+
+    def __init__(self, output_dir: pathlib.Path, shard_indices: Sequence[int], num_shards: int):
+        import tensorflow as tf
+
+        self._final = [output_dir / shard_name(i, num_shards) for i in shard_indices]
+        self._temp = [p.with_name(p.name + TEMP_SUFFIX) for p in self._final]
+        self._writers = [tf.io.TFRecordWriter(str(p)) for p in self._temp]
+        self.examples_per_shard = [0] * len(self._final)
+        self._next = 0
+
+    def write(self, record: bytes) -> None:
+        self._writers[self._next].write(record)
+        self.examples_per_shard[self._next] += 1
+        self._next = (self._next + 1) % len(self._writers)
+
+    def commit(self) -> List[Dict]:
+        for writer in self._writers:
+            writer.close()
+        shards = []
+        for temp, final, count in zip(self._temp, self._final, self.examples_per_shard):
+            os.replace(temp, final)
+            shards.append({"file": final.name, "examples": count, "bytes": final.stat().st_size})
+        return shards
+
+    def abort(self) -> None:
+        for writer in self._writers:
+            writer.close()
+        for temp in self._temp:
+            temp.unlink(missing_ok=True)
+
+
+def write_metadata(output_dir: pathlib.Path, metadata: Dict) -> None:
+    """Written last and atomically: its presence is what marks a dataset folder as complete."""
+    path = output_dir / METADATA_FILE
+    temp = path.with_name(path.name + TEMP_SUFFIX)
+    temp.write_text(json.dumps(metadata, indent=2, sort_keys=True) + "\n")
+    os.replace(temp, path)
+
+
+# --- reading -----------------------------------------------------------------------------------------
+
+def load_metadata(dataset_dir) -> Dict:
+    """Refuses a folder without metadata.json: an interrupted or foreign build must not be trained on."""
+    dataset_dir = pathlib.Path(dataset_dir)
+    path = dataset_dir / METADATA_FILE
+    if not dataset_dir.is_dir():
+        raise InputError(f"{dataset_dir}: no such dataset folder; build one with build_pretraining_dataset.py")
+    if not path.is_file():
+        raise InputError(
+            f"{dataset_dir}: no {METADATA_FILE}, so the dataset is incomplete (an interrupted build?) or not "
+            "a pretraining dataset; rebuild it with build_pretraining_dataset.py --overwrite")
+    try:
+        metadata = json.loads(path.read_text())
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise InputError(f"{path}: not valid JSON ({error}); rebuild the dataset with --overwrite") from None
+    if metadata.get("format_version") != FORMAT_VERSION:
+        raise InputError(f"{path}: format_version {metadata.get('format_version')!r}, this code reads "
+                         f"{FORMAT_VERSION}; rebuild the dataset with this version of the builder")
+    for shard in metadata["shards"]:
+        shard_path = dataset_dir / shard["file"]
+        if not shard_path.is_file() or shard_path.stat().st_size != shard["bytes"]:
+            raise InputError(f"{shard_path}: missing or changed since the build; rebuild the dataset with "
+                             "--overwrite")
+    return metadata
+
+
+def check_dataset_matches(metadata: Dict, dataset_dir, *, vocab_sha256: Optional[str] = None,
+                          vocab_size: Optional[int] = None, max_seq_length: Optional[int] = None) -> None:
+    """Stops before any work when the dataset was built for another vocabulary or a longer model input."""
+    vocab = metadata["vocab"]
+    if vocab_sha256 is not None and vocab["sha256"] != vocab_sha256:
+        raise InputError(f"{dataset_dir}: built with another vocabulary (sha256 {vocab['sha256'][:12]}…, "
+                         f"the model's is {vocab_sha256[:12]}…); rebuild the dataset with the model's vocabulary")
+    if vocab_size is not None and vocab["size"] != vocab_size:
+        raise InputError(f"{dataset_dir}: vocabulary of {vocab['size']} tokens, the model expects "
+                         f"{vocab_size}; set vocab_size in --hparams or rebuild the dataset")
+    if max_seq_length is not None and metadata["max_seq_length"] != max_seq_length:
+        raise InputError(f"{dataset_dir}: examples are {metadata['max_seq_length']} tokens long, the config "
+                         f"says max_seq_length={max_seq_length}; set it to {metadata['max_seq_length']} in "
+                         "--hparams or rebuild the dataset")
+
+
+def shard_files(dataset_dir, metadata: Dict) -> List[str]:
+    return [str(pathlib.Path(dataset_dir) / shard["file"]) for shard in metadata["shards"]]
+
+
+def feature_spec(max_seq_length: int):
+    import tensorflow as tf
+
+    return {name: tf.io.FixedLenFeature([max_seq_length], tf.int64) for name in FEATURE_NAMES}
+
+
+def pretraining_dataset(dataset_dir, batch_size: int, *, files: Optional[Sequence[str]] = None,
+                        input_context=None, training: bool = True, shuffle_buffer: int = 100,
+                        seed: Optional[int] = None, metadata: Optional[Dict] = None):
+    """The original reader, made distribution-aware.
+
+    `batch_size` is per input pipeline (under tf.distribute: input_context.get_per_replica_batch_size).
+    Files are split across input pipelines when there are enough of them, records otherwise. Training
+    repeats, shuffles files and records and interleaves; evaluation reads each record once, in order.
+    """
+    import tensorflow as tf
+
+    metadata = metadata if metadata is not None else load_metadata(dataset_dir)
+    files = list(files) if files is not None else shard_files(dataset_dir, metadata)
+    files = [f for f in files if _shard_examples(metadata, f) > 0]
+    if not files:
+        raise InputError(f"{dataset_dir}: the dataset has no examples; build it from a larger corpus")
+    max_seq_length = metadata["max_seq_length"]
+    dataset = tf.data.Dataset.from_tensor_slices(files)
+
+    num_pipelines = input_context.num_input_pipelines if input_context else 1
+    pipeline_id = input_context.input_pipeline_id if input_context else 0
+    shard_by_file = num_pipelines > 1 and len(files) >= num_pipelines
+    if shard_by_file:
+        dataset = dataset.shard(num_pipelines, pipeline_id)
+
+    if training:
+        dataset = dataset.repeat().shuffle(len(files), seed=seed)
+        dataset = dataset.interleave(tf.data.TFRecordDataset, cycle_length=min(len(files), 8),
+                                     num_parallel_calls=tf.data.AUTOTUNE, deterministic=seed is not None)
+    else:
+        dataset = dataset.flat_map(tf.data.TFRecordDataset)
+    if num_pipelines > 1 and not shard_by_file:
+        dataset = dataset.shard(num_pipelines, pipeline_id)
+    if training:
+        dataset = dataset.shuffle(shuffle_buffer, seed=seed)
+
+    spec = feature_spec(max_seq_length)
+
+    def parse(records):
+        features = tf.io.parse_example(records, spec)
+        return {name: tf.cast(features[name], tf.int32) for name in FEATURE_NAMES}
+
+    dataset = dataset.batch(batch_size, drop_remainder=training)
+    dataset = dataset.map(parse, num_parallel_calls=tf.data.AUTOTUNE)
+    return dataset.prefetch(tf.data.AUTOTUNE)
+
+
+def _shard_examples(metadata: Dict, file: str) -> int:
+    name = pathlib.Path(file).name
+    for shard in metadata["shards"]:
+        if shard["file"] == name:
+            return shard["examples"]
+    raise InputError(f"{file}: not a shard listed in this dataset's {METADATA_FILE}")
