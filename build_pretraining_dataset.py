@@ -1,6 +1,4 @@
 """Corpus → tokenized, packed, sharded TFRecords for ELECTRA pretraining.
-import os
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
     python build_pretraining_dataset.py                       # embedded default corpus (Python's docs)
     python build_pretraining_dataset.py --corpus-dir wiki/ --corpus-format wikiextractor \
@@ -11,6 +9,9 @@ Writes <data-dir>/pretrain_tfrecords/ (shards + metadata.json). With no vocabula
 """
 import argparse
 import os
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before TensorFlow is imported anywhere
+
 import pathlib
 import sys
 
