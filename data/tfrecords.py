@@ -28,7 +28,7 @@ def shard_name(index: int, num_shards: int) -> str:
 # tf.train.Example is hand-encoded: it is several times faster than building the protobuf in Python, and
 # a fixed field order makes the bytes reproducible. A test parses the result with TensorFlow.
 
-def _varint(value: int) -> bytes:
+def _encode_varint(value: int) -> bytes:
     out = bytearray()
     while True:
         byte = value & 0x7F
@@ -40,25 +40,36 @@ def _varint(value: int) -> bytes:
             return bytes(out)
 
 
+_SMALL_VARINTS = [_encode_varint(i) for i in range(1 << 14)]  # every length a feature can have
+
+
+def _varint(value: int) -> bytes:
+    return _SMALL_VARINTS[value] if value < (1 << 14) else _encode_varint(value)
+
+
 class ExampleSerializer:
     """Serializes the three int64 features; varints of token ids come from a table built once."""
 
     def __init__(self, vocab_size: int):
-        self._varints = [_varint(i) for i in range(max(vocab_size, 2))]
-        self._keys = {name: _varint(len(name)) + name.encode() for name in FEATURE_NAMES}
+        self._id_varints = [_encode_varint(i) for i in range(max(vocab_size, 2))]
+        self._keys = {name: b"\x0a" + _varint(len(name)) + name.encode() for name in FEATURE_NAMES}
+        self._mask_entries = {}  # input_mask is a prefix of ones: one entry per length, built once
 
-    def _feature_entry(self, name: str, values: np.ndarray, small: bool) -> bytes:
-        payload = values.astype(np.uint8).tobytes() if small else b"".join(
-            [self._varints[v] for v in values.tolist()])
+    def _feature_entry(self, name: str, payload: bytes) -> bytes:
         int64_list = b"\x0a" + _varint(len(payload)) + payload          # Int64List.value, packed
         feature = b"\x1a" + _varint(len(int64_list)) + int64_list       # Feature.int64_list
-        entry = b"\x0a" + self._keys[name] + b"\x12" + _varint(len(feature)) + feature
+        entry = self._keys[name] + b"\x12" + _varint(len(feature)) + feature
         return b"\x0a" + _varint(len(entry)) + entry                     # Features.feature map entry
 
     def serialize(self, input_ids: np.ndarray, input_mask: np.ndarray, segment_ids: np.ndarray) -> bytes:
-        features = (self._feature_entry("input_ids", input_ids, small=False)
-                    + self._feature_entry("input_mask", input_mask, small=True)
-                    + self._feature_entry("segment_ids", segment_ids, small=True))
+        """Token ids must be below vocab_size; input_mask and segment_ids are 0/1."""
+        mask_bytes = input_mask.astype(np.uint8).tobytes()
+        mask_entry = self._mask_entries.get(mask_bytes)
+        if mask_entry is None:
+            mask_entry = self._mask_entries[mask_bytes] = self._feature_entry("input_mask", mask_bytes)
+        ids_payload = b"".join([self._id_varints[i] for i in input_ids.tolist()])
+        features = (self._feature_entry("input_ids", ids_payload) + mask_entry
+                    + self._feature_entry("segment_ids", segment_ids.astype(np.uint8).tobytes()))
         return b"\x0a" + _varint(len(features)) + features               # Example.features
 
 

@@ -1,0 +1,162 @@
+"""Dataset-builder speed and memory on real Wikipedia text, side by side with the original's approach.
+
+    ELECTRA_SHARED_DATA=../shared/data python bench/build_speed.py [--megabytes 20]
+
+Measures, in one run:
+- the original release's approach on this machine: pure-Python BERT tokenization line by line (the
+  original's tokenization.py, here transformers' legacy Python BertTokenizer, the same code), a
+  tf.train.Example built per example, one process;
+- this project's builder with 1 and 2 processes on the same text (MB/s of text, tokens/s, scaling);
+- peak memory (max RSS of the build process) for 1× and 4× the text, to show it does not grow with the
+  corpus.
+Every figure is printed; nothing is assumed.
+"""
+import argparse
+import gzip
+import os
+import pathlib
+import random
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+
+def shared_data() -> pathlib.Path:
+    root = os.environ.get("ELECTRA_SHARED_DATA")
+    if not root:
+        sys.exit("set ELECTRA_SHARED_DATA to the shared data folder (../shared/data)")
+    return pathlib.Path(root)
+
+
+def extract_wikipedia(shards, megabytes: float, folder: pathlib.Path, num_files: int) -> int:
+    """Copies whole articles until `megabytes` of text, spread over `num_files` WikiExtractor files."""
+    folder.mkdir(parents=True, exist_ok=True)
+    outputs = [open(folder / f"wiki_{i:02d}.txt", "w", encoding="utf-8") for i in range(num_files)]
+    written, article, index = 0, [], 0
+    limit = int(megabytes * 1e6)
+    for shard in shards:
+        with gzip.open(shard, "rt", encoding="utf-8") as f:
+            for line in f:
+                article.append(line)
+                if line.startswith("</doc>"):
+                    text = "".join(article)
+                    outputs[index % num_files].write(text)
+                    written += len(text.encode())
+                    article, index = [], index + 1
+                    if written >= limit:
+                        break
+        if written >= limit:
+            break
+    for f in outputs:
+        f.close()
+    return written
+
+
+def run_builder(corpus: pathlib.Path, vocab: pathlib.Path, processes: int, workdir: pathlib.Path) -> dict:
+    """Runs build_pretraining_dataset.py as a child process; returns its figures and peak memory."""
+    output = workdir / f"out_{processes}_{time.monotonic_ns()}"
+    command = [sys.executable, "build_pretraining_dataset.py", "--corpus-dir", str(corpus), "--corpus-format",
+               "wikiextractor", "--vocab-file", str(vocab), "--output-dir", str(output), "--data-dir",
+               str(workdir), "--num-processes", str(processes), "--num-shards", str(2 * processes)]
+    # A wrapper process reports the peak RSS of its own descendants only, so runs don't mix.
+    wrapper = ("import resource, subprocess, sys; code = subprocess.run(sys.argv[1:]).returncode; "
+               "print('PEAK_KB', resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss); sys.exit(code)")
+    start = time.monotonic()
+    result = subprocess.run([sys.executable, "-c", wrapper, *command], cwd=REPO, capture_output=True, text=True)
+    wall = time.monotonic() - start
+    if result.returncode:
+        sys.exit(f"builder failed:\n{result.stderr}")
+    peak_kb = int(re.search(r"PEAK_KB (\d+)", result.stdout).group(1))
+    done = re.search(r"Done in ([\d.]+) s \(([\d.]+) MB/s of text\): ([\d,]+) documents, ([\d,]+) examples, "
+                     r"([\d,]+) tokens", result.stdout)
+    seconds, rate = float(done.group(1)), float(done.group(2))
+    tokens = int(done.group(5).replace(",", ""))
+    return {"command": " ".join(command[1:]), "seconds": seconds, "wall": wall, "mb_per_s": rate,
+            "tokens_per_s": tokens / seconds, "examples": int(done.group(4).replace(",", "")),
+            "peak_mb": peak_kb / 1024}
+
+
+def run_original_style(corpus: pathlib.Path, vocab: pathlib.Path, workdir: pathlib.Path) -> dict:
+    """The original builder's inner loop: Python tokenization per line, a protobuf per example."""
+    import tensorflow as tf
+    from transformers.models.bert import BertTokenizerLegacy
+
+    from data.corpus import ReadStats, iter_documents
+    from data.examples import ExampleBuilder
+
+    tokenizer = BertTokenizerLegacy(str(vocab), do_lower_case=True)
+    vocab_ids = tokenizer.vocab
+    builder = ExampleBuilder(128, vocab_ids["[CLS]"], vocab_ids["[SEP]"], 0, random.Random(0))
+    stats, tokens = ReadStats(), 0
+    writer = tf.io.TFRecordWriter(str(workdir / "original_style.tfrecord"))
+
+    def write(example):
+        nonlocal tokens
+        if example is None:
+            return
+        features = {name: tf.train.Feature(int64_list=tf.train.Int64List(value=getattr(example, name)))
+                    for name in ("input_ids", "input_mask", "segment_ids")}
+        writer.write(tf.train.Example(features=tf.train.Features(feature=features)).SerializeToString())
+        tokens += example.num_tokens
+
+    start = time.monotonic()
+    for path in sorted(corpus.glob("*.txt")):
+        for document in iter_documents(path, "wikiextractor", stats=stats):
+            for line in document:
+                write(builder.add_line(tokenizer.convert_tokens_to_ids(tokenizer.tokenize(line))))
+            write(builder.end_document())
+    writer.close()
+    seconds = time.monotonic() - start
+    return {"seconds": seconds, "mb_per_s": stats.text_bytes / 1e6 / seconds, "tokens_per_s": tokens / seconds}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--megabytes", type=float, default=20.0, help="text for the speed runs")
+    parser.add_argument("--baseline-megabytes", type=float, default=5.0,
+                        help="text for the (slow) original-style run; its rate does not depend on size")
+    args = parser.parse_args()
+    data = shared_data()
+    shards = sorted((data / "corpus" / "enwiki_wikiextractor").glob("enwiki_part*.txt.gz"))
+    vocab = data / "vocab" / "bert-base-uncased-vocab.txt"
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = pathlib.Path(tmp)
+        small = tmp / "small"
+        extract_wikipedia(shards, args.megabytes, small, num_files=4)
+        large = tmp / "large"
+        extract_wikipedia(shards, 4 * args.megabytes, large, num_files=4)
+        baseline_corpus = tmp / "baseline"
+        extract_wikipedia(shards, args.baseline_megabytes, baseline_corpus, num_files=1)
+
+        original = run_original_style(baseline_corpus, vocab, tmp)
+        one = run_builder(small, vocab, 1, tmp)
+        two = run_builder(small, vocab, 2, tmp)
+        one_large = run_builder(large, vocab, 1, tmp)
+
+    cores = os.cpu_count()
+    print(f"\nDataset builder on English Wikipedia (WikiExtractor format), BERT uncased vocabulary, "
+          f"max_seq_length 128, {cores} cores\n")
+    print("| run | text | MB/s of text | tokens/s | vs original-style | peak RSS (largest process) |")
+    print("|---|---|---|---|---|---|")
+    print(f"| original-style (Python tokenizer, protobuf per example), 1 process | {args.baseline_megabytes:g} MB | "
+          f"{original['mb_per_s']:.2f} | {original['tokens_per_s']:,.0f} | 1.0× | – |")
+    for label, run, size in (("this builder, 1 process", one, args.megabytes),
+                             ("this builder, 2 processes", two, args.megabytes),
+                             ("this builder, 1 process", one_large, 4 * args.megabytes)):
+        print(f"| {label} | {size:g} MB | {run['mb_per_s']:.2f} | {run['tokens_per_s']:,.0f} | "
+              f"{run['mb_per_s'] / original['mb_per_s']:.1f}× | {run['peak_mb']:,.0f} MB |")
+    print(f"\n2-process scaling: {two['mb_per_s'] / one['mb_per_s']:.2f}× of 1 process "
+          f"(ideal 2.0×; wall time incl. start-up {one['wall']:.1f} s vs {two['wall']:.1f} s)")
+    print(f"Peak memory at 4× the text: {one_large['peak_mb'] / one['peak_mb']:.2f}× of 1× "
+          "(RSS of the build's processes; the corpus is streamed)")
+    print(f"Builder command: python {one['command']}")
+
+
+if __name__ == "__main__":
+    main()
