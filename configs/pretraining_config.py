@@ -1,0 +1,163 @@
+"""Every pretraining hyperparameter of the original configure_pretraining.py, plus our named options.
+
+Precedence: the defaults below (the original's) < the model size's "pretraining" block < --hparams.
+Derived values (max_predictions_per_seq, the generator tower) are computed after all overrides, so
+overriding mask_prob or max_seq_length changes them as it did in the original.
+"""
+import dataclasses
+import pathlib
+from typing import Optional
+
+from configs import loading
+from configs.model_config import ModelConfig, read_model_size
+from data.errors import InputError
+
+DTYPE_POLICIES = ("float32", "mixed_bfloat16", "mixed_float16")
+OPTIMIZERS = ("adamw", "lamb")
+
+
+@dataclasses.dataclass(frozen=True)
+class PretrainingConfig:
+    # --- run identity and locations
+    model_name: str = ""  # folder under <data_dir>/models/; empty → the model size's name
+    data_dir: str = "electra_data"
+    model_size: str = "electra_small"  # a file in configs/model_sizes/
+    model_hparam_overrides: dict = dataclasses.field(default_factory=dict)  # ModelConfig fields
+    debug: bool = False  # the original's quick mode: batch 8, 20 steps
+    do_train: bool = True
+    do_eval: bool = False
+    seed: int = 0
+
+    # --- objective
+    electra_objective: bool = True  # False: MLM only (BERT trained by the same code)
+    gen_weight: float = 1.0
+    disc_weight: float = 50.0
+    mask_prob: float = 0.15
+    dedup_masking: bool = False  # option: draw positions without replacement (original: with)
+
+    # --- optimisation
+    optimizer: str = "adamw"  # "adamw" (the original's, no bias correction) or "lamb"
+    learning_rate: float = 5e-4
+    lr_decay_power: float = 1.0
+    weight_decay_rate: float = 0.01
+    num_warmup_steps: int = 10000
+    adam_beta1: float = 0.9
+    adam_beta2: float = 0.999
+    adam_epsilon: float = 1e-6
+    clip_norm: float = 1.0
+    gradient_accumulation_steps: int = 1
+
+    # --- training loop
+    iterations_per_loop: int = 200  # steps per host loop / log line
+    save_checkpoints_steps: int = 1000
+    num_train_steps: int = 1000000
+    num_eval_steps: int = 100
+    keep_checkpoint_max: int = 5  # 0 keeps all
+    mixed_precision: str = "float32"  # a Keras dtype policy name
+    use_xla: bool = True
+
+    # --- vocabulary and model
+    vocab_size: int = 30522
+    do_lower_case: bool = True
+    embedding_size: Optional[int] = None  # None: the model size's
+    cls_token_id: int = 101
+    sep_token_id: int = 102
+    mask_token_id: int = 103
+
+    # --- generator
+    uniform_generator: bool = False  # sample fakes uniformly at random (no generator network)
+    untied_generator_embeddings: bool = False
+    untied_generator: bool = True  # False: generator and discriminator are the same network
+    generator_layers: float = 1.0  # fraction of discriminator layers
+    generator_hidden_size: float = 0.25  # fraction of discriminator hidden size
+    disallow_correct: bool = False  # the generator may not sample the original token
+    temperature: float = 1.0
+    gdes_embeddings: bool = False  # DeBERTa-v3 gradient-disentangled embedding sharing
+
+    # --- batches and lengths
+    max_seq_length: int = 128
+    train_batch_size: int = 128  # global batch
+    eval_batch_size: int = 128
+    max_predictions_per_seq: Optional[int] = None  # None: int((mask_prob + 0.005) * max_seq_length)
+
+    def __post_init__(self):
+        if self.mixed_precision not in DTYPE_POLICIES:
+            raise InputError(f"pretraining config: mixed_precision {self.mixed_precision!r} is not one "
+                             f"of {', '.join(DTYPE_POLICIES)}")
+        if self.optimizer not in OPTIMIZERS:
+            raise InputError(f"pretraining config: optimizer {self.optimizer!r} is not one of "
+                             f"{', '.join(OPTIMIZERS)}")
+        if not 0.0 < self.mask_prob < 1.0:
+            raise InputError(f"pretraining config: mask_prob {self.mask_prob} must be in (0, 1)")
+
+    # ---------------------------------------------------------------- building
+    @classmethod
+    def create(cls, hparams=None, source="--hparams") -> "PretrainingConfig":
+        """Defaults < size file < hparams (a dict, inline JSON or a .json path); then derived values."""
+        overrides = loading.parse_hparams(hparams, source)
+        loading.check_known_keys(cls, overrides, source)
+        size_name = overrides.get("model_size", cls.model_size)
+        size = read_model_size(size_name)
+        config = loading.update_dataclass(cls(), size.get("pretraining", {}), f"model size {size_name}")
+        config = loading.update_dataclass(config, overrides, source)
+        return config.with_derived_values()
+
+    def with_derived_values(self) -> "PretrainingConfig":
+        changes = {}
+        if not self.model_name:
+            changes["model_name"] = self.model_size
+        if self.max_predictions_per_seq is None:
+            changes["max_predictions_per_seq"] = int((self.mask_prob + 0.005) * self.max_seq_length)
+        if self.debug:
+            changes.update(train_batch_size=8, num_train_steps=20, eval_batch_size=4,
+                           iterations_per_loop=1, num_eval_steps=2)
+        config = dataclasses.replace(self, **changes)
+        config.model_config()  # validate the architecture overrides now, not at step 0
+        return config
+
+    # ---------------------------------------------------------------- towers
+    def model_config(self) -> ModelConfig:
+        """The discriminator (or, MLM-only, the main model): size file < embedding_size/vocab < overrides."""
+        size = read_model_size(self.model_size)
+        values = dict(size.get("model", {}))
+        values["vocab_size"] = self.vocab_size
+        if self.embedding_size is not None:
+            values["embedding_size"] = self.embedding_size
+        loading.check_known_keys(ModelConfig, self.model_hparam_overrides, "model_hparam_overrides")
+        values.update(self.model_hparam_overrides)
+        return ModelConfig.from_dict(values, source=f"model size {self.model_size} + model_hparam_overrides")
+
+    def generator_model_config(self) -> ModelConfig:
+        """The generator tower; with untied generator embeddings its embedding size is its hidden size."""
+        base = self.model_config()
+        if not self.electra_objective or not self.untied_generator:
+            return base
+        generator = base.generator_config(self.generator_hidden_size, self.generator_layers)
+        if self.untied_generator_embeddings:
+            generator = dataclasses.replace(generator, embedding_size=generator.hidden_size)
+        return generator
+
+    # ---------------------------------------------------------------- files
+    @property
+    def model_dir(self) -> pathlib.Path:
+        return pathlib.Path(self.data_dir) / "models" / self.model_name
+
+    @property
+    def pretrain_tfrecords(self) -> str:
+        return str(pathlib.Path(self.data_dir) / "pretrain_tfrecords" / "pretrain_data.tfrecord*")
+
+    @property
+    def vocab_file(self) -> pathlib.Path:
+        return pathlib.Path(self.data_dir) / "vocab.txt"
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    def save(self, path) -> None:
+        loading.save_json(self.to_dict(), path)
+
+    @classmethod
+    def load(cls, path) -> "PretrainingConfig":
+        """Reads a saved (already resolved) config; unknown keys are rejected."""
+        values = loading.read_json_file(path)
+        return loading.dataclass_from_dict(cls, values, str(path)).with_derived_values()

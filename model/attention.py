@@ -1,0 +1,92 @@
+"""BERT self-attention with a padding mask, through keras.ops.dot_product_attention when it can be.
+
+The original drops out attention probabilities (0.1 during pretraining); the fused op has no dropout,
+so training with attention dropout takes an explicit path (float32 softmax → dropout → matmul) that
+computes the same function. Inference, or attention_dropout = 0, uses the fused op.
+"""
+import math
+
+import keras
+from keras import ops
+
+from model.initializers import truncated_normal
+
+_MASKED_LOGIT = -1e9  # exp() underflows to exactly 0 in float32, and never overflows
+
+
+def padding_mask(input_mask):
+    """[batch, seq] 0/1 → boolean [batch, 1, 1, seq]: every query may attend to every real key."""
+    return ops.cast(input_mask, "bool")[:, None, None, :]
+
+
+def explicit_attention(query, key, value, mask, scale, dropout=None, training=False):
+    """softmax(q·kᵀ·scale masked) · v with the softmax in float32; layout [batch, seq, heads, dim]."""
+    logits = ops.einsum("bqhd,bkhd->bhqk", query, key)
+    logits = ops.cast(logits, "float32") * scale
+    logits = ops.where(mask, logits, _MASKED_LOGIT)
+    probs = ops.softmax(logits, axis=-1)
+    if dropout is not None:
+        probs = dropout(probs, training=training)
+    return ops.einsum("bhqk,bkhd->bqhd", ops.cast(probs, value.dtype), value)
+
+
+class SelfAttention(keras.layers.Layer):
+    """The TF1 `attention/self/{query,key,value}` projections plus the attention itself.
+
+    Call with hidden states [batch, seq, hidden] and input_mask [batch, seq]; returns the heads
+    concatenated back to [batch, seq, hidden] (before the output projection). `use_fused` forces a path
+    (None: fused unless training with attention dropout).
+    """
+
+    def __init__(self, hidden_size, num_heads, attention_dropout=0.1, initializer_range=0.02, **kwargs):
+        kwargs.setdefault("name", "self")
+        super().__init__(**kwargs)
+        if hidden_size % num_heads:
+            raise ValueError(f"hidden_size {hidden_size} is not divisible by num_heads {num_heads}")
+        self.hidden_size = hidden_size
+        self.num_heads = num_heads
+        self.head_size = hidden_size // num_heads
+        self.attention_dropout = attention_dropout
+        self.initializer_range = initializer_range
+
+        def projection(name):
+            return keras.layers.Dense(hidden_size, kernel_initializer=truncated_normal(initializer_range),
+                                      name=name)
+
+        self.query = projection("query")
+        self.key = projection("key")
+        self.value = projection("value")
+        self.probs_dropout = keras.layers.Dropout(attention_dropout, name="probs_dropout")
+
+    def build(self, input_shape):
+        for dense in (self.query, self.key, self.value):
+            dense.build(input_shape)
+        self.built = True
+
+    def _split_heads(self, x):
+        batch, seq = ops.shape(x)[0], ops.shape(x)[1]
+        return ops.reshape(x, (batch, seq, self.num_heads, self.head_size))
+
+    def call(self, hidden, input_mask, training=False, use_fused=None):
+        query = self._split_heads(self.query(hidden))
+        key = self._split_heads(self.key(hidden))
+        value = self._split_heads(self.value(hidden))
+        mask = padding_mask(input_mask)
+        scale = 1.0 / math.sqrt(self.head_size)
+        if use_fused is None:
+            use_fused = not (training and self.attention_dropout > 0)
+        if use_fused:
+            batch, seq = ops.shape(query)[0], ops.shape(query)[1]
+            mask = ops.broadcast_to(mask, (batch, self.num_heads, seq, seq))
+            context = ops.dot_product_attention(query, key, value, mask=mask, scale=scale)
+        else:
+            context = explicit_attention(query, key, value, mask, scale, self.probs_dropout, training)
+        batch, seq = ops.shape(context)[0], ops.shape(context)[1]
+        return ops.reshape(context, (batch, seq, self.hidden_size))
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(hidden_size=self.hidden_size, num_heads=self.num_heads,
+                      attention_dropout=self.attention_dropout,
+                      initializer_range=self.initializer_range)
+        return config

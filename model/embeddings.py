@@ -1,0 +1,69 @@
+"""BERT's embedding block: word + position + token type (all `embedding_size` wide), LayerNorm, dropout.
+
+One instance can be shared by several encoders: that is how ELECTRA's generator and discriminator share
+every embedding, the embedding LayerNorm included.
+"""
+import keras
+from keras import ops
+
+from model.initializers import truncated_normal
+from model.layer_norm import layer_norm
+
+
+class BertEmbeddings(keras.layers.Layer):
+    """Weights: word_embeddings [V, E], position_embeddings [P, E], token_type_embeddings [T, E],
+    LayerNorm/{gamma, beta} [E]: the names of the TF1 `electra/embeddings/` scope.
+
+    Call with int32 `input_ids` and `segment_ids` [batch, seq]; returns float32 [batch, seq, E]
+    (summed, normalised in float32, dropped out). `word_embeddings` replaces the word table for that call
+    (gradient-disentangled sharing passes stop_gradient(shared) + residual here).
+    """
+
+    def __init__(self, vocab_size, embedding_size, max_position_embeddings=512, type_vocab_size=2,
+                 dropout=0.1, initializer_range=0.02, layer_norm_epsilon=1e-12, **kwargs):
+        kwargs.setdefault("name", "embeddings")
+        super().__init__(**kwargs)
+        self.vocab_size = vocab_size
+        self.embedding_size = embedding_size
+        self.max_position_embeddings = max_position_embeddings
+        self.type_vocab_size = type_vocab_size
+        self.dropout_rate = dropout
+        self.initializer_range = initializer_range
+        self.layer_norm_epsilon = layer_norm_epsilon
+        self.layer_norm = layer_norm("LayerNorm", layer_norm_epsilon)
+        self.dropout = keras.layers.Dropout(dropout, name="dropout")
+
+    def build(self, input_shape=None):
+        init = truncated_normal(self.initializer_range)
+        self.word_embeddings = self.add_weight(
+            shape=(self.vocab_size, self.embedding_size), initializer=init, name="word_embeddings")
+        self.position_embeddings = self.add_weight(
+            shape=(self.max_position_embeddings, self.embedding_size), initializer=init,
+            name="position_embeddings")
+        self.token_type_embeddings = self.add_weight(
+            shape=(self.type_vocab_size, self.embedding_size), initializer=init,
+            name="token_type_embeddings")
+        self.layer_norm.build((None, None, self.embedding_size))
+        self.built = True
+
+    def call(self, input_ids, segment_ids, training=False, word_embeddings=None):
+        table = self.word_embeddings if word_embeddings is None else word_embeddings
+        seq_length = ops.shape(input_ids)[1]
+        words = ops.take(ops.cast(table, "float32"), input_ids, axis=0)
+        positions = ops.slice(ops.cast(self.position_embeddings, "float32"), (0, 0),
+                              (seq_length, self.embedding_size))
+        types = ops.take(ops.cast(self.token_type_embeddings, "float32"), segment_ids, axis=0)
+        summed = words + positions[None, :, :] + types
+        return self.dropout(self.layer_norm(summed), training=training)
+
+    def compute_output_shape(self, input_shape):
+        return tuple(input_shape) + (self.embedding_size,)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(vocab_size=self.vocab_size, embedding_size=self.embedding_size,
+                      max_position_embeddings=self.max_position_embeddings,
+                      type_vocab_size=self.type_vocab_size, dropout=self.dropout_rate,
+                      initializer_range=self.initializer_range,
+                      layer_norm_epsilon=self.layer_norm_epsilon)
+        return config

@@ -1,0 +1,84 @@
+"""Pretraining heads of ELECTRA: the generator's tied MLM head and the discriminator's token classifier."""
+import keras
+from keras import ops
+
+from model.initializers import glorot_uniform, truncated_normal
+from model.layer_norm import layer_norm
+
+
+def gather_positions(sequence, positions):
+    """sequence [batch, seq, dim], positions int32 [batch, n] → [batch, n, dim]."""
+    return ops.take_along_axis(sequence, ops.cast(positions, "int32")[:, :, None], axis=1)
+
+
+class GeneratorHead(keras.layers.Layer):
+    """TF1 scope `generator_predictions`: dense(E, gelu) → LayerNorm → · word tableᵀ + output_bias.
+
+    Only the masked positions go through it (they are gathered first), which keeps the [.., V] logits
+    small. Call with the generator's sequence output [batch, seq, Hg], positions [batch, n] and the tied
+    word table [V, E]; returns float32 logits [batch, n, V]. The vocabulary matmul runs in the compute
+    dtype (bfloat16 under mixed precision); the bias add and everything after it in float32.
+    """
+
+    def __init__(self, vocab_size, embedding_size, initializer_range=0.02, layer_norm_epsilon=1e-12,
+                 **kwargs):
+        kwargs.setdefault("name", "generator_predictions")
+        super().__init__(**kwargs)
+        self.vocab_size = vocab_size
+        self.embedding_size = embedding_size
+        self.initializer_range = initializer_range
+        self.layer_norm_epsilon = layer_norm_epsilon
+        self.dense = keras.layers.Dense(embedding_size, activation="gelu",
+                                        kernel_initializer=truncated_normal(initializer_range),
+                                        name="dense")
+        self.layer_norm = layer_norm("LayerNorm", layer_norm_epsilon)
+
+    def build(self, sequence_shape):
+        self.dense.build(sequence_shape)
+        self.layer_norm.build((None, None, self.embedding_size))
+        self.output_bias = self.add_weight(shape=(self.vocab_size,), initializer="zeros",
+                                           name="output_bias")
+        self.built = True
+
+    def call(self, sequence_output, positions, embedding_table):
+        hidden = self.layer_norm(self.dense(gather_positions(sequence_output, positions)))
+        logits = ops.einsum("bne,ve->bnv", ops.cast(hidden, self.compute_dtype),
+                            ops.cast(embedding_table, self.compute_dtype))
+        return ops.add(ops.cast(logits, "float32"), ops.cast(self.output_bias, "float32"))
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(vocab_size=self.vocab_size, embedding_size=self.embedding_size,
+                      initializer_range=self.initializer_range,
+                      layer_norm_epsilon=self.layer_norm_epsilon)
+        return config
+
+
+class DiscriminatorHead(keras.layers.Layer):
+    """TF1 scope `discriminator_predictions`: dense(H, gelu) → dense_1(1); float32 logits [batch, seq].
+
+    dense_1 keeps TF1's default Glorot-uniform init, as the original left it unset.
+    """
+
+    def __init__(self, hidden_size, initializer_range=0.02, **kwargs):
+        kwargs.setdefault("name", "discriminator_predictions")
+        super().__init__(**kwargs)
+        self.hidden_size = hidden_size
+        self.initializer_range = initializer_range
+        self.dense = keras.layers.Dense(hidden_size, activation="gelu",
+                                        kernel_initializer=truncated_normal(initializer_range),
+                                        name="dense")
+        self.dense_1 = keras.layers.Dense(1, kernel_initializer=glorot_uniform(), name="dense_1")
+
+    def build(self, sequence_shape):
+        self.dense.build(sequence_shape)
+        self.dense_1.build((None, None, self.hidden_size))
+        self.built = True
+
+    def call(self, sequence_output):
+        return ops.cast(ops.squeeze(self.dense_1(self.dense(sequence_output)), axis=-1), "float32")
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(hidden_size=self.hidden_size, initializer_range=self.initializer_range)
+        return config

@@ -1,0 +1,60 @@
+"""Builds the pretrainer's towers from a PretrainingConfig, wiring the original's sharing options."""
+import dataclasses
+
+from model.embeddings import BertEmbeddings
+from model.encoder import BertEncoder
+from pretrain.pretrainer import ElectraPretrainer
+
+DISCRIMINATOR_NAME = "electra"
+GENERATOR_NAME = "generator"
+
+
+def shared_embeddings(model_config):
+    """The embedding block both towers read (TF1 scope electra/embeddings)."""
+    c = model_config
+    return BertEmbeddings(c.vocab_size, c.embedding_size, c.max_position_embeddings, c.type_vocab_size,
+                          c.dropout, c.initializer_range, c.layer_norm_epsilon, name="embeddings")
+
+
+def build_encoders(config):
+    """(generator, discriminator) BertEncoders for a PretrainingConfig.
+
+    ELECTRA: a narrower generator sharing every embedding with the discriminator (or its own with
+    untied_generator_embeddings; or the discriminator's stop-gradient view plus a residual under
+    gdes_embeddings); untied_generator=False makes the generator the discriminator itself;
+    uniform_generator has no generator network. MLM-only: one full-size model named "electra".
+    """
+    model_config = config.model_config()
+    if not config.electra_objective:
+        return BertEncoder.from_model_config(model_config, name=DISCRIMINATOR_NAME), None
+    embeddings = shared_embeddings(model_config)
+    discriminator = BertEncoder.from_model_config(model_config, name=DISCRIMINATOR_NAME,
+                                                  embeddings=embeddings,
+                                                  gdes_embeddings=config.gdes_embeddings)
+    if config.uniform_generator:
+        return None, discriminator
+    if not config.untied_generator:
+        return discriminator, discriminator
+    generator_config = config.generator_model_config()
+    generator_embeddings = None if config.untied_generator_embeddings else embeddings
+    if generator_embeddings is not None:
+        generator_config = dataclasses.replace(generator_config, embedding_size=model_config.embedding_size)
+    generator = BertEncoder.from_model_config(generator_config, name=GENERATOR_NAME,
+                                              embeddings=generator_embeddings)
+    return generator, discriminator
+
+
+def build_pretrainer(config):
+    """An ElectraPretrainer (built, with TF1-named variables) for a PretrainingConfig."""
+    if config.gdes_embeddings and config.untied_generator_embeddings:
+        raise ValueError("gdes_embeddings shares the generator's embeddings; it cannot be combined "
+                         "with untied_generator_embeddings")
+    generator, discriminator = build_encoders(config)
+    return ElectraPretrainer(
+        generator, discriminator, mask_prob=config.mask_prob,
+        max_predictions_per_seq=config.max_predictions_per_seq, mask_token_id=config.mask_token_id,
+        cls_token_id=config.cls_token_id, sep_token_id=config.sep_token_id, gen_weight=config.gen_weight,
+        disc_weight=config.disc_weight, temperature=config.temperature,
+        disallow_correct=config.disallow_correct, uniform_generator=config.uniform_generator,
+        electra_objective=config.electra_objective, dedup_masking=config.dedup_masking,
+        vocab_size=config.vocab_size, seed=config.seed)

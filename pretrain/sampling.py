@@ -1,0 +1,43 @@
+"""Sampling fakes from the generator and building the discriminator's input, as the original did."""
+from keras import ops
+from keras import random
+
+from pretrain.sequence_ops import scatter_update
+
+DISALLOW_PENALTY = 1000.0  # the original subtracts 1000 from the disallowed logit
+
+
+def gumbel_noise(shape, seed):
+    """-log(-log(u + 1e-9) + 1e-9), u ~ U[0, 1), float32."""
+    uniform = random.uniform(shape, minval=0.0, maxval=1.0, dtype="float32", seed=seed)
+    return -ops.log(-ops.log(uniform + 1e-9) + 1e-9)
+
+
+def sample_tokens(logits, seed, temperature=1.0, disallow_ids=None):
+    """Gumbel-max sample of int32 ids [batch, n] from logits [batch, n, V]: argmax(logits/T + noise).
+
+    No gradient flows back (the discriminator never trains the generator). With `disallow_ids`
+    (the original tokens, for disallow_correct) their logit is lowered by 1000 first.
+    """
+    logits = ops.stop_gradient(ops.cast(logits, "float32")) / temperature
+    if disallow_ids is not None:
+        logits = logits - DISALLOW_PENALTY * ops.one_hot(disallow_ids, ops.shape(logits)[-1],
+                                                         dtype="float32")
+    return ops.cast(ops.argmax(logits + gumbel_noise(ops.shape(logits), seed), axis=-1), "int32")
+
+
+def uniform_generator_logits(batch, num_predictions, vocab_size):
+    """The original's uniform_generator: all-zero logits, i.e. fakes uniform over the vocabulary."""
+    return ops.zeros((batch, num_predictions, vocab_size), dtype="float32")
+
+
+def corrupt_inputs(input_ids, sampled_ids, positions):
+    """Puts samples into every chosen position; returns (fake input_ids, labels int32 [batch, seq]).
+
+    A label is 1 (fake) where a position was written AND the token differs from the original: a
+    correctly sampled token counts as real.
+    """
+    input_ids = ops.cast(input_ids, "int32")
+    fake_ids, written = scatter_update(input_ids, sampled_ids, positions)
+    labels = written * ops.cast(ops.not_equal(fake_ids, input_ids), "int32")
+    return ops.stop_gradient(fake_ids), labels
