@@ -10,7 +10,7 @@ Writes <data-dir>/pretrain_tfrecords/ (shards + metadata.json). With no vocabula
 import argparse
 import os
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before TensorFlow is imported anywhere
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # before TensorFlow is imported anywhere
 
 import pathlib
 import sys

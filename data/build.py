@@ -101,7 +101,7 @@ def build_part(settings: BuildSettings, process_index: int, files: Sequence[path
     files = list(files)
     rng.shuffle(files)  # the original shuffled each process's files too
     builder = ExampleBuilder(settings.max_seq_length, special.cls, special.sep, special.pad, rng)
-    serializer = tfrecords.ExampleSerializer(tokenizer.vocab_size)
+    serializer = tfrecords.ExampleSerializer(tokenizer.vocab_size, settings.max_seq_length)
     owned = list(range(process_index, settings.num_shards, settings.num_processes))
     writer = tfrecords.ShardWriter(pathlib.Path(settings.output_dir), owned, settings.num_shards)
     result = PartResult(shards=[], read=corpus_lib.ReadStats())
@@ -110,7 +110,7 @@ def build_part(settings: BuildSettings, process_index: int, files: Sequence[path
     def emit(example):
         if example is None:
             return
-        writer.write(serializer.serialize(example.input_ids, example.input_mask, example.segment_ids))
+        writer.write(serializer.serialize_packed(example))
         result.examples += 1
         result.tokens += example.num_tokens
         result.truncated_tokens += example.truncated_tokens
@@ -161,7 +161,7 @@ _worker_counters = None
 
 
 def _init_worker(counters):
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     os.environ["TF_NUM_INTRAOP_THREADS"] = "1"  # one core per process: P processes scale on P cores
     os.environ["TF_NUM_INTEROP_THREADS"] = "1"
     global _worker_counters

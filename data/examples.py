@@ -23,16 +23,40 @@ UNLIMITED_FIRST_SEGMENT = 100000
 
 @dataclasses.dataclass
 class PackedExample:
-    """One example's three features, each exactly max_seq_length long."""
+    """`[CLS] A [SEP] (B [SEP])` padded to max_seq_length; the feature arrays are derived on demand."""
 
-    input_ids: np.ndarray
-    input_mask: np.ndarray
-    segment_ids: np.ndarray
-    truncated_tokens: int
+    first_segment: List[int]
+    second_segment: List[int]
+    max_seq_length: int
+    cls_id: int
+    sep_id: int
+    pad_id: int
+    truncated_tokens: int = 0
+
+    @property
+    def first_length(self) -> int:
+        """[CLS] A [SEP]: the positions of segment 0."""
+        return len(self.first_segment) + 2
 
     @property
     def num_tokens(self) -> int:
-        return int(self.input_mask.sum())
+        return self.first_length + (len(self.second_segment) + 1 if self.second_segment else 0)
+
+    @property
+    def input_ids(self) -> np.ndarray:
+        ids = [self.cls_id] + self.first_segment + [self.sep_id]
+        if self.second_segment:
+            ids += self.second_segment + [self.sep_id]
+        return np.array(ids + [self.pad_id] * (self.max_seq_length - len(ids)), dtype=np.int64)
+
+    @property
+    def input_mask(self) -> np.ndarray:
+        return (np.arange(self.max_seq_length) < self.num_tokens).astype(np.int64)
+
+    @property
+    def segment_ids(self) -> np.ndarray:
+        positions = np.arange(self.max_seq_length)
+        return ((positions >= self.first_length) & (positions < self.num_tokens)).astype(np.int64)
 
 
 class ExampleBuilder:
@@ -90,25 +114,5 @@ class ExampleBuilder:
         else:
             self._target_length = self._max_length
 
-        example = self._make_features(first_segment, second_segment)
-        example.truncated_tokens = untruncated - len(first_segment) - len(second_segment)
-        return example
-
-    def _make_features(self, first_segment: List[int], second_segment: List[int]) -> PackedExample:
-        """[CLS] A [SEP] (B [SEP]); segment 0 up to the first [SEP], 1 after; zero padding."""
-        max_length = self._max_length
-        input_ids = np.full(max_length, self._pad_id, dtype=np.int64)
-        segment_ids = np.zeros(max_length, dtype=np.int64)
-        input_mask = np.zeros(max_length, dtype=np.int64)
-        first_end = len(first_segment) + 2
-        input_ids[0] = self._cls_id
-        input_ids[1:first_end - 1] = first_segment
-        input_ids[first_end - 1] = self._sep_id
-        length = first_end
-        if second_segment:
-            length = first_end + len(second_segment) + 1
-            input_ids[first_end:length - 1] = second_segment
-            input_ids[length - 1] = self._sep_id
-            segment_ids[first_end:length] = 1
-        input_mask[:length] = 1
-        return PackedExample(input_ids, input_mask, segment_ids, truncated_tokens=0)
+        return PackedExample(first_segment, second_segment, self._max_length, self._cls_id, self._sep_id,
+                             self._pad_id, truncated_tokens=untruncated - len(first_segment) - len(second_segment))

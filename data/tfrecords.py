@@ -50,10 +50,11 @@ def _varint(value: int) -> bytes:
 class ExampleSerializer:
     """Serializes the three int64 features; varints of token ids come from a table built once."""
 
-    def __init__(self, vocab_size: int):
+    def __init__(self, vocab_size: int, max_seq_length: int = 0):
         self._id_varints = [_encode_varint(i) for i in range(max(vocab_size, 2))]
+        self._max_seq_length = max_seq_length
         self._keys = {name: b"\x0a" + _varint(len(name)) + name.encode() for name in FEATURE_NAMES}
-        self._mask_entries = {}  # input_mask is a prefix of ones: one entry per length, built once
+        self._mask_entries = {}  # the builder's input_mask is a prefix of ones: one entry per length
 
     def _feature_entry(self, name: str, payload: bytes) -> bytes:
         int64_list = b"\x0a" + _varint(len(payload)) + payload          # Int64List.value, packed
@@ -63,14 +64,31 @@ class ExampleSerializer:
 
     def serialize(self, input_ids: np.ndarray, input_mask: np.ndarray, segment_ids: np.ndarray) -> bytes:
         """Token ids must be below vocab_size; input_mask and segment_ids are 0/1."""
-        mask_bytes = input_mask.astype(np.uint8).tobytes()
-        mask_entry = self._mask_entries.get(mask_bytes)
-        if mask_entry is None:
-            mask_entry = self._mask_entries[mask_bytes] = self._feature_entry("input_mask", mask_bytes)
+        mask_entry = self._feature_entry("input_mask", input_mask.astype(np.uint8).tobytes())
         ids_payload = b"".join([self._id_varints[i] for i in input_ids.tolist()])
         features = (self._feature_entry("input_ids", ids_payload) + mask_entry
                     + self._feature_entry("segment_ids", segment_ids.astype(np.uint8).tobytes()))
         return b"\x0a" + _varint(len(features)) + features               # Example.features
+
+    def serialize_packed(self, example) -> bytes:
+        """The builder's fast path: bytes straight from a PackedExample's segments, no arrays."""
+        varints, length, first_length = self._id_varints, example.num_tokens, example.first_length
+        padding = self._max_seq_length - length
+        parts = [varints[example.cls_id]]
+        parts.extend([varints[i] for i in example.first_segment])
+        parts.append(varints[example.sep_id])
+        if example.second_segment:
+            parts.extend([varints[i] for i in example.second_segment])
+            parts.append(varints[example.sep_id])
+        ids_payload = b"".join(parts) + varints[example.pad_id] * padding
+        mask_entry = self._mask_entries.get(length)
+        if mask_entry is None:
+            mask_entry = self._mask_entries[length] = self._feature_entry(
+                "input_mask", b"\x01" * length + b"\x00" * padding)
+        segments = b"\x00" * first_length + b"\x01" * (length - first_length) + b"\x00" * padding
+        features = (self._feature_entry("input_ids", ids_payload) + mask_entry
+                    + self._feature_entry("segment_ids", segments))
+        return b"\x0a" + _varint(len(features)) + features
 
 
 # --- writing -----------------------------------------------------------------------------------------

@@ -32,3 +32,25 @@ def test_varint_encoding_matches_protobuf():
         expected = []
         encoder._EncodeVarint(expected.append, value)
         assert tfrecords._varint(value) == b"".join(expected)
+
+
+def test_fast_path_for_packed_examples_writes_the_same_bytes():
+    import random
+
+    from data.examples import ExampleBuilder
+
+    serializer = tfrecords.ExampleSerializer(30522, max_seq_length=32)
+    builder = ExampleBuilder(32, 101, 102, 0, random.Random(3))
+    rng = np.random.default_rng(0)
+    examples = []
+    for _ in range(300):
+        example = builder.add_line(rng.integers(1000, 30000, rng.integers(1, 20)).tolist())
+        if example:
+            examples.append(example)
+    examples.append(builder.end_document())
+    assert any(e.second_segment for e in examples) and any(not e.second_segment for e in examples)
+    for example in examples:
+        if example is None:
+            continue
+        assert serializer.serialize_packed(example) == serializer.serialize(
+            example.input_ids, example.input_mask, example.segment_ids)
