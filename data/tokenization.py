@@ -1,0 +1,384 @@
+"""One tokenizer interface over BERT's WordPiece and SentencePiece.
+
+WordPiece reproduces the original BERT/ELECTRA `tokenization.py` (BasicTokenizer + WordpieceTokenizer)
+id for id, but runs as a handful of TensorFlow ops per batch: control characters are dropped, whitespace
+becomes a space, CJK characters and punctuation get spaces around them (regex replacements whose
+character classes are computed from Python's `unicodedata`, so they follow the original's definitions),
+optional lower-casing and accent stripping, a whitespace split, and tensorflow-text's
+`FastWordpieceTokenizer` (greedy longest-match-first, `##` continuations) on the words. tensorflow-text's
+own `FastBertTokenizer` is faster to call but not exact: its normaliser applies compatibility
+decomposition and case folding ("km²" → "km2", "…" → "...", "ς" → "σ") and keeps control characters as
+spaces. The same graph serves `encode_batch` and `tf_tokenize`, so the two agree by construction.
+
+Known limit: TensorFlow's ICU lower-cases by an older Unicode table than Python 3.11's, so ~40 letters
+added in Unicode 14 (e.g. U+2C2F, U+A7C0) keep their upper case.
+"""
+import abc
+import dataclasses
+import functools
+import hashlib
+import pathlib
+import unicodedata
+from typing import List, Optional, Sequence
+
+import numpy as np
+
+from data.errors import InputError
+
+SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+# BERT's max_input_chars_per_word: a longer word becomes [UNK] (counted in characters, not bytes).
+MAX_INPUT_CHARS_PER_WORD = 100
+SUFFIX_INDICATOR = "##"
+# Lines per TF call: large enough to amortise the call, small enough to bound memory.
+_CHUNK_LINES = 4096
+
+
+@dataclasses.dataclass(frozen=True)
+class SpecialIds:
+    pad: int
+    unk: int
+    cls: int
+    sep: int
+    mask: int
+
+    def as_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def file_sha256(path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+class Tokenizer(abc.ABC):
+    """Text → ids without [CLS]/[SEP]; the packer adds those."""
+
+    kind: str
+
+    def __init__(self, vocab_file, vocab_size: int, special_ids: SpecialIds, lower_case: bool,
+                 strip_accents: bool):
+        self.vocab_file = str(vocab_file)
+        self.vocab_size = vocab_size
+        self.special_ids = special_ids
+        self.lower_case = lower_case
+        self.strip_accents = strip_accents
+        self.fingerprint = file_sha256(vocab_file)
+
+    @abc.abstractmethod
+    def encode_batch(self, texts: Sequence[str]) -> List[np.ndarray]:
+        """One int32 id array per text."""
+
+    def encode(self, text: str) -> np.ndarray:
+        return self.encode_batch([text])[0]
+
+    @abc.abstractmethod
+    def convert_ids_to_tokens(self, ids) -> List[str]:
+        ...
+
+    @abc.abstractmethod
+    def tf_tokenize(self, strings):
+        """In-graph tokenization of a rank-1 string tensor: an int32 RaggedTensor [batch, (tokens)],
+        the same ids as `encode_batch`. Usable inside a tf.function and a SavedModel; attach
+        `tf_module` to the exported module so that the tokenizer's TF objects are saved with it."""
+
+    @property
+    @abc.abstractmethod
+    def tf_module(self):
+        """The tf.Module holding the TensorFlow side of this tokenizer."""
+
+    def __repr__(self):
+        return (f"{type(self).__name__}({self.vocab_file!r}, vocab_size={self.vocab_size}, "
+                f"lower_case={self.lower_case}, strip_accents={self.strip_accents})")
+
+
+def load_tokenizer(vocab_file=None, spm_model=None, lower_case: bool = True,
+                   strip_accents: Optional[bool] = None) -> Tokenizer:
+    """`strip_accents=None` follows `lower_case`, as in the original BERT."""
+    if (vocab_file is None) == (spm_model is None):
+        raise InputError("give exactly one vocabulary: a WordPiece vocab.txt (--vocab-file) or a SentencePiece "
+                         f"model (--spm-model); got vocab_file={vocab_file!r}, spm_model={spm_model!r}")
+    if strip_accents is None:
+        strip_accents = lower_case
+    if vocab_file is not None:
+        return WordPieceTokenizer(vocab_file, lower_case, strip_accents)
+    return SentencePieceTokenizer(spm_model, lower_case, strip_accents)
+
+
+# ---------------------------------------------------------------------------------------------- text rules
+
+
+@dataclasses.dataclass(frozen=True)
+class _CharClasses:
+    """RE2 character classes for BERT's BasicTokenizer rules, and a str.translate table for Mn."""
+
+    drop: str  # NUL, U+FFFD and every category C* character except \t \n \r
+    space: str  # what the original turns into a space or splits on: \t \n \r, Zs, other str.isspace()
+    split: str  # BERT punctuation (ASCII 33-47, 58-64, 91-96, 123-126 and P*) and CJK ideographs
+    nonspacing_marks: str  # category Mn, removed after NFD when stripping accents
+    nonspacing_table: dict
+
+
+_CJK_RANGES = ((0x4E00, 0x9FFF), (0x3400, 0x4DBF), (0x20000, 0x2A6DF), (0x2A700, 0x2B73F),
+               (0x2B740, 0x2B81F), (0x2B820, 0x2CEAF), (0xF900, 0xFAFF), (0x2F800, 0x2FA1F))
+_ASCII_PUNCTUATION_RANGES = ((33, 47), (58, 64), (91, 96), (123, 126))
+
+
+def _ranges(mask: np.ndarray):
+    """Runs of True in a per-code-point mask, as inclusive (first, last) pairs."""
+    edges = np.flatnonzero(np.diff(np.concatenate([[False], mask, [False]]).astype(np.int8)))
+    return list(zip(edges[0::2].tolist(), (edges[1::2] - 1).tolist()))
+
+
+def is_split_character(char: str) -> bool:
+    """BERT punctuation or a CJK ideograph: always a word of its own."""
+    cp = ord(char)
+    return (unicodedata.category(char)[0] == "P"
+            or any(first <= cp <= last for first, last in _ASCII_PUNCTUATION_RANGES + _CJK_RANGES))
+
+
+def _re2_class(ranges) -> str:
+    return "[" + "".join(f"\\x{{{a:x}}}" if a == b else f"\\x{{{a:x}}}-\\x{{{b:x}}}" for a, b in ranges) + "]"
+
+
+@functools.lru_cache(maxsize=None)
+def _char_classes() -> _CharClasses:
+    """Built once per process from this Python's Unicode tables (the original's source of truth)."""
+    chars = [chr(cp) for cp in range(0x110000)]
+    categories = [unicodedata.category(c) for c in chars]
+    major = np.array([c[0] for c in categories])
+    minor = np.array(categories)
+    code_points = np.arange(0x110000)
+    surrogate = minor == "Cs"  # never in UTF-8 text, and RE2 rejects them in a class
+    drop = ((major == "C") & ~np.isin(code_points, [9, 10, 13])) | np.isin(code_points, [0, 0xFFFD])
+    space = ~drop & ((minor == "Zs") | np.array([c.isspace() for c in chars]))
+    punctuation = major == "P"
+    for first, last in _ASCII_PUNCTUATION_RANGES + _CJK_RANGES:
+        punctuation[first:last + 1] = True
+    marks = minor == "Mn"
+    table = dict.fromkeys(np.flatnonzero(marks).tolist())
+    return _CharClasses(drop=_re2_class(_ranges(drop & ~surrogate)), space=_re2_class(_ranges(space)),
+                        split=_re2_class(_ranges(punctuation)), nonspacing_marks=_re2_class(_ranges(marks)),
+                        nonspacing_table=table)
+
+
+def _tf_case_and_accents(strings, lower_case: bool, strip_accents: bool):
+    """Python's str.lower() (ICU, with the final-sigma rule) and NFD + drop Mn, in graph."""
+    import tensorflow as tf
+    import tensorflow_text as tf_text
+
+    if lower_case:
+        strings = tf.strings.lower(strings, encoding="utf-8")
+    if strip_accents:
+        strings = tf_text.normalize_utf8(strings, "NFD")
+        strings = tf.strings.regex_replace(strings, _char_classes().nonspacing_marks, "")
+    return strings
+
+
+def tf_bert_words(strings, lower_case: bool, strip_accents: bool):
+    """BERT's BasicTokenizer in graph: a string tensor [batch] → RaggedTensor of words [batch, (words)].
+
+    Lower-casing the whole line equals the original's per-word lower(): whitespace is neither cased nor
+    case-ignorable, so the final-sigma context never crosses it."""
+    import tensorflow as tf
+
+    classes = _char_classes()
+    strings = tf.strings.regex_replace(strings, classes.drop, "")
+    strings = tf.strings.regex_replace(strings, classes.space, " ")
+    strings = _tf_case_and_accents(strings, lower_case, strip_accents)
+    strings = tf.strings.regex_replace(strings, classes.split, r" \0 ")
+    return tf.strings.split(strings)  # only ASCII whitespace is left, all of it spaces
+
+
+def _check_batch(texts) -> Sequence[str]:
+    if isinstance(texts, (str, bytes)):
+        raise TypeError("encode_batch takes a sequence of strings; use encode() for one string")
+    return texts if isinstance(texts, (list, tuple)) else list(texts)
+
+
+def _to_tf_strings(texts: Sequence[str]):
+    """Python strings → a string tensor; a lone surrogate (which the original drops as category Cs) is
+    dropped here too rather than failing the batch."""
+    import tensorflow as tf
+
+    try:
+        return tf.constant(list(texts), dtype=tf.string)
+    except (UnicodeEncodeError, ValueError):  # TensorFlow reports a surrogate as a ValueError
+        return tf.constant([t.encode("utf-8", "ignore") for t in texts], dtype=tf.string)
+
+
+def _split_ragged(values: np.ndarray, row_splits: np.ndarray) -> List[np.ndarray]:
+    return np.split(values, row_splits[1:-1])
+
+
+# ---------------------------------------------------------------------------------------------- input files
+
+
+def _read_input_file(path, what: str, fix: str) -> bytes:
+    path = pathlib.Path(path)
+    if not path.is_file():
+        raise InputError(f"{path}: {what} not found ({'a folder' if path.is_dir() else 'no such file'}); {fix}")
+    data = path.read_bytes()
+    if not data.strip():
+        raise InputError(f"{path}: {what} is empty; {fix}")
+    return data
+
+
+def _read_wordpiece_vocab(path) -> List[str]:
+    """vocab.txt: one token per line, line number = id (BERT's format). Rejects what would silently
+    change ids: non-UTF-8 bytes, blank lines, duplicates, missing special tokens."""
+    fix = "pass a BERT-style vocab.txt (one UTF-8 token per line) or learn one with data/vocab.py"
+    data = _read_input_file(path, "WordPiece vocabulary", fix)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise InputError(f"{path}: WordPiece vocabulary is not UTF-8 (byte {error.start}); {fix} "
+                         "(a SentencePiece .model goes to --spm-model instead)") from None
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    tokens, first_line = [], {}
+    for number, line in enumerate(lines, start=1):
+        token = line.strip()  # the original strips each line
+        if not token:
+            raise InputError(f"{path}: line {number} of the WordPiece vocabulary is blank; remove it "
+                             "(every line is a token and its line number its id)")
+        if token in first_line:
+            raise InputError(f"{path}: token {token!r} appears twice in the WordPiece vocabulary (lines "
+                             f"{first_line[token]} and {number}); remove one of them")
+        first_line[token] = number
+        tokens.append(token)
+    missing = [t for t in SPECIAL_TOKENS if t not in first_line]
+    if missing:
+        raise InputError(f"{path}: the WordPiece vocabulary lacks {', '.join(missing)}; add "
+                         f"{'it' if len(missing) == 1 else 'them'} (the model needs all of "
+                         f"{' '.join(SPECIAL_TOKENS)})")
+    return tokens
+
+
+# ---------------------------------------------------------------------------------------------- WordPiece
+
+
+class WordPieceTokenizer(Tokenizer):
+    kind = "wordpiece"
+
+    def __init__(self, vocab_file, lower_case: bool = True, strip_accents: bool = True):
+        self._tokens = _read_wordpiece_vocab(vocab_file)
+        ids = {token: i for i, token in enumerate(self._tokens)}
+        special = SpecialIds(*(ids[t] for t in SPECIAL_TOKENS))
+        super().__init__(vocab_file, len(self._tokens), special, lower_case, strip_accents)
+        self._tf = None
+
+    def _tf_parts(self):
+        """Built on first use, so loading a tokenizer does not start TensorFlow."""
+        if self._tf is None:
+            import tensorflow as tf
+            import tensorflow_text as tf_text
+
+            module = tf.Module(name="wordpiece_tokenizer")
+            # Words longer than the limit are replaced by the literal unknown token before this, so
+            # the byte limit only needs to admit 100 four-byte characters.
+            module.wordpiece = tf_text.FastWordpieceTokenizer(
+                vocab=self._tokens, suffix_indicator=SUFFIX_INDICATOR,
+                max_bytes_per_word=4 * MAX_INPUT_CHARS_PER_WORD, token_out_type=tf.int32,
+                unknown_token="[UNK]", no_pretokenization=True)
+            encode = tf.function(lambda strings: self._ragged_ids(strings, module.wordpiece),
+                                 input_signature=[tf.TensorSpec([None], tf.string)])
+            self._tf = (module, encode)
+        return self._tf
+
+    def _ragged_ids(self, strings, wordpiece):
+        import tensorflow as tf
+
+        words = tf_bert_words(strings, self.lower_case, self.strip_accents)
+        flat = words.flat_values
+        # No word can contain "[" after punctuation splitting, so "[UNK]" here is unambiguous.
+        too_long = tf.strings.length(flat, unit="UTF8_CHAR") > MAX_INPUT_CHARS_PER_WORD
+        flat = tf.where(too_long, "[UNK]", flat)
+        return words.with_flat_values(wordpiece.tokenize(flat)).merge_dims(-2, -1)
+
+    @property
+    def tf_module(self):
+        return self._tf_parts()[0]
+
+    def tf_tokenize(self, strings):
+        return self._ragged_ids(strings, self._tf_parts()[0].wordpiece)
+
+    def encode_batch(self, texts: Sequence[str]) -> List[np.ndarray]:
+        encode = self._tf_parts()[1]
+        out: List[np.ndarray] = []
+        texts = _check_batch(texts)
+        for start in range(0, len(texts), _CHUNK_LINES):
+            ragged = encode(_to_tf_strings(texts[start:start + _CHUNK_LINES]))
+            out.extend(_split_ragged(ragged.flat_values.numpy(), ragged.row_splits.numpy()))
+        return out
+
+    def convert_ids_to_tokens(self, ids) -> List[str]:
+        return [self._tokens[int(i)] for i in ids]
+
+
+# ---------------------------------------------------------------------------------------------- SentencePiece
+
+
+def normalize_case_and_accents(text: str, lower_case: bool, strip_accents: bool) -> str:
+    """What SentencePiece input gets before encoding (and training): lower() and NFD without Mn."""
+    if lower_case:
+        text = text.lower()
+    if strip_accents:
+        text = unicodedata.normalize("NFD", text).translate(_char_classes().nonspacing_table)
+    return text
+
+
+class SentencePieceTokenizer(Tokenizer):
+    kind = "sentencepiece"
+
+    def __init__(self, model_file, lower_case: bool = True, strip_accents: bool = True):
+        import sentencepiece
+
+        fix = "pass a SentencePiece .model file or learn one with data/vocab.py"
+        self._model_bytes = _read_input_file(model_file, "SentencePiece model", fix)
+        self._sp = sentencepiece.SentencePieceProcessor()
+        try:
+            self._sp.LoadFromSerializedProto(self._model_bytes)
+        except Exception:  # sentencepiece raises RuntimeError or OSError depending on the damage
+            raise InputError(f"{model_file}: not a SentencePiece model; {fix} (a vocab.txt goes to "
+                             "--vocab-file instead)") from None
+        ids, missing = [], []
+        for piece in SPECIAL_TOKENS:
+            piece_id = self._sp.piece_to_id(piece)
+            if self._sp.id_to_piece(piece_id) != piece:
+                missing.append(piece)
+            ids.append(piece_id)
+        if missing:
+            raise InputError(f"{model_file}: the SentencePiece model lacks the pieces {', '.join(missing)}; "
+                             "train it with these as pad/unk pieces and control symbols (data/vocab.py "
+                             "learn_sentencepiece_model does)")
+        super().__init__(model_file, self._sp.get_piece_size(), SpecialIds(*ids), lower_case, strip_accents)
+        self._tf = None
+
+    def _tf_parts(self):
+        if self._tf is None:
+            import tensorflow as tf
+            import tensorflow_text as tf_text
+
+            module = tf.Module(name="sentencepiece_tokenizer")
+            module.sentencepiece = tf_text.SentencepieceTokenizer(model=self._model_bytes, out_type=tf.int32)
+            self._tf = module
+        return self._tf
+
+    @property
+    def tf_module(self):
+        return self._tf_parts()
+
+    def tf_tokenize(self, strings):
+        strings = _tf_case_and_accents(strings, self.lower_case, self.strip_accents)
+        return self._tf_parts().sentencepiece.tokenize(strings)
+
+    def encode_batch(self, texts: Sequence[str]) -> List[np.ndarray]:
+        texts = [normalize_case_and_accents(t, self.lower_case, self.strip_accents) for t in _check_batch(texts)]
+        return [np.asarray(ids, dtype=np.int32) for ids in self._sp.encode(texts, out_type=int, num_threads=1)]
+
+    def convert_ids_to_tokens(self, ids) -> List[str]:
+        return [self._sp.id_to_piece(int(i)) for i in ids]
