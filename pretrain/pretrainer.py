@@ -86,12 +86,13 @@ class ElectraPretrainer(keras.Model):
         self.built = True
 
     # ------------------------------------------------------------------ pieces
-    def mask(self, inputs):
+    def mask(self, inputs, seed_generator=None):
         """The original's dynamic masking of a batch; see pretrain.masking.mask_inputs."""
         return masking.mask_inputs(
             inputs["input_ids"], inputs["input_mask"], mask_prob=self.mask_prob,
             max_predictions=self.max_predictions_per_seq, mask_token_id=self.mask_token_id,
-            special_token_ids=self.special_token_ids, seed=self.seed_generator, dedup=self.dedup_masking)
+            special_token_ids=self.special_token_ids, seed=seed_generator or self.seed_generator,
+            dedup=self.dedup_masking)
 
     def loss_denominators(self, inputs):
         """{"mlm", "rtd"}: this batch's loss denominators, a pure function of the batch (no randomness).
@@ -117,13 +118,15 @@ class ElectraPretrainer(keras.Model):
 
     # ------------------------------------------------------------------ the step
     def compute_losses(self, inputs, training=False, masked_inputs=None, sampled_ids=None,
-                       denominators=None):
+                       denominators=None, seed_generator=None):
         """One pretraining forward pass.
 
         inputs: {"input_ids", "input_mask", "segment_ids"} int32 [batch, seq] (extra keys ignored).
         masked_inputs: a pretrain.masking.mask_inputs result to use instead of drawing one (tests).
         sampled_ids: int32 [batch, N] generator samples to use instead of drawing them (tests).
         denominators: {"mlm", "rtd"} global denominators (see loss_denominators); default: this batch's.
+        seed_generator: a keras.random.SeedGenerator for masking and sampling instead of the model's
+          (e.g. one per replica, so replicas do not draw the same random numbers).
 
         Returns a dict: total_loss (differentiable), mlm_loss, disc_loss (this batch's ratios),
         mlm_numerator/mlm_denominator, disc_numerator/disc_denominator, "stats" (metric sufficient
@@ -135,7 +138,7 @@ class ElectraPretrainer(keras.Model):
         segment_ids = ops.cast(inputs["segment_ids"], "int32")
         segment_inputs = {"input_mask": input_mask, "segment_ids": segment_ids}
         if masked_inputs is None:
-            masked_inputs = self.mask({"input_ids": input_ids, "input_mask": input_mask})
+            masked_inputs = self.mask({"input_ids": input_ids, "input_mask": input_mask}, seed_generator)
         weights = masked_inputs["masked_lm_weights"]
         target_ids = masked_inputs["masked_lm_ids"]
 
@@ -153,7 +156,8 @@ class ElectraPretrainer(keras.Model):
 
         if sampled_ids is None:
             disallow = target_ids if self.disallow_correct else None
-            sampled_ids = sampling.sample_tokens(mlm_logits, self.seed_generator, self.temperature, disallow)
+            sampled_ids = sampling.sample_tokens(mlm_logits, seed_generator or self.seed_generator,
+                                                 self.temperature, disallow)
         fake_ids, labels = sampling.corrupt_inputs(input_ids, sampled_ids,
                                                    masked_inputs["masked_lm_positions"])
         sequence = self.discriminator({"input_ids": fake_ids, **segment_inputs}, training=training)
@@ -171,13 +175,14 @@ class ElectraPretrainer(keras.Model):
                                              self.disc_weight, rtd["numerator"], rtd_denominator))
         return outputs
 
-    def train_loss_and_stats(self, inputs, denominators=None):
+    def train_loss_and_stats(self, inputs, denominators=None, seed_generator=None):
         """For a custom (distributed) loop: (total_loss, stats) of one training step.
 
         Differentiable w.r.t. self.trainable_variables. With global `denominators` the per-replica
         losses (and gradients) sum to the global batch's; all-reduce the stats with SUM.
         """
-        outputs = self.compute_losses(inputs, training=True, denominators=denominators)
+        outputs = self.compute_losses(inputs, training=True, denominators=denominators,
+                                      seed_generator=seed_generator)
         return outputs["total_loss"], outputs["stats"]
 
     def finalize_metrics(self, stats):

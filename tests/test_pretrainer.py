@@ -296,6 +296,16 @@ def test_steps_are_deterministic_given_the_seed(batch):
     np.testing.assert_array_equal(np.asarray(a["fake_input_ids"]), np.asarray(b["fake_input_ids"]))
 
 
+def test_a_separate_seed_generator_draws_other_masks(model):
+    batch = tiny_batch(batch_size=8, lengths=[16] * 8)
+    first = model.compute_losses(batch, seed_generator=keras.random.SeedGenerator(1))
+    same = model.compute_losses(batch, seed_generator=keras.random.SeedGenerator(1))
+    other = model.compute_losses(batch, seed_generator=keras.random.SeedGenerator(2))
+    positions = [np.asarray(o["masked_inputs"]["masked_lm_positions"]) for o in (first, same, other)]
+    np.testing.assert_array_equal(positions[0], positions[1])
+    assert (positions[0] != positions[2]).any()
+
+
 def test_mixed_bfloat16_losses_are_finite_and_close_to_float32(batch):
     reference = tiny_pretrainer(**NO_DROPOUT)
     masked = fixed_masking(batch)
