@@ -8,7 +8,7 @@ import tensorflow as tf
 
 from pretrain import metrics as metrics_lib
 from pretrain import sampling
-from tests.test_model_fixtures import CLS, MASK, SEP, VOCAB_SIZE, tiny_batch, tiny_pretrainer
+from tests.test_model_fixtures import MASK, VOCAB_SIZE, tiny_batch, tiny_pretrainer
 
 NO_DROPOUT = {"model_hparam_overrides": {"dropout": 0.0, "attention_dropout": 0.0}}
 
