@@ -54,7 +54,9 @@ class PretrainingConfig:
     num_eval_steps: int = 100
     keep_checkpoint_max: int = 5  # 0 keeps all
     mixed_precision: str = "float32"  # a Keras dtype policy name
-    use_xla: bool = True
+    use_xla: bool = True  # jit-compile the forward/backward pass (see training/step.py for CPU)
+    eval_holdout_shards: int = 1  # with do_eval and >= 2 shards: the last N shards are eval-only
+    eval_every_steps: int = 0  # with do_eval: evaluate every N steps (0: at each checkpoint)
 
     # --- vocabulary and model
     vocab_size: int = 30522
@@ -89,6 +91,14 @@ class PretrainingConfig:
                              f"{', '.join(OPTIMIZERS)}")
         if not 0.0 < self.mask_prob < 1.0:
             raise InputError(f"pretraining config: mask_prob {self.mask_prob} must be in (0, 1)")
+        for name in ("iterations_per_loop", "save_checkpoints_steps", "num_train_steps",
+                     "gradient_accumulation_steps", "train_batch_size", "eval_batch_size"):
+            if getattr(self, name) < 1:
+                raise InputError(f"pretraining config: {name} {getattr(self, name)} must be at least 1")
+        for name in ("eval_holdout_shards", "eval_every_steps", "keep_checkpoint_max", "num_eval_steps",
+                     "num_warmup_steps"):
+            if getattr(self, name) < 0:
+                raise InputError(f"pretraining config: {name} {getattr(self, name)} must be 0 or more")
 
     # ---------------------------------------------------------------- building
     @classmethod

@@ -1,0 +1,82 @@
+"""Pretrains ELECTRA on a dataset built by build_pretraining_dataset.py.
+
+    python run_pretraining.py --model-name electra_small
+    python run_pretraining.py --model-name my_model --hparams '{"model_size": "electra_base"}'
+    python run_pretraining.py --model-name electra_tiny --hparams '{"num_train_steps": 300}'
+
+Reads <data-dir>/pretrain_tfrecords (its metadata.json fixes the vocabulary and sequence length) and
+writes <data-dir>/models/<model-name>/: config.json, the vocabulary, checkpoints (the last
+keep_checkpoint_max, every save_checkpoints_steps), logs/ (TensorBoard) and eval_results.json. Run the
+same command again to resume after a crash or a kill. The strategy follows the hardware: default (CPU or
+one GPU), MirroredStrategy (several GPUs), MultiWorkerMirroredStrategy (TF_CONFIG with several workers),
+TPUStrategy (--tpu). train_batch_size is the global batch.
+"""
+import argparse
+import os
+import sys
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # before TensorFlow is imported anywhere
+os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+
+import pathlib
+
+from data import paths
+from data.errors import InputError, exit_on_input_error
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model-name", required=True,
+                        help="folder under <data-dir>/models/; a model size name (electra_tiny, electra_small, "
+                             "electra_small_plus, electra_base, electra_large) also picks that size")
+    parser.add_argument("--data-dir", type=pathlib.Path, default=None,
+                        help=f"default ${paths.DATA_DIR_ENV} or ./{paths.DEFAULT_DATA_DIR}")
+    parser.add_argument("--hparams", default="",
+                        help="JSON object (inline or a .json file) of PretrainingConfig overrides")
+    parser.add_argument("--init-checkpoint", default=None,
+                        help="start from these weights (a model folder or checkpoint prefix) with a fresh "
+                             "optimizer; ignored when the model folder already has checkpoints (resume)")
+    parser.add_argument("--tpu", default=None, help="TPU name or address (\"local\" for a TPU VM)")
+    return parser.parse_args(argv)
+
+
+def prepare(args):
+    """Validates everything (nothing written yet); returns the Run to start."""
+    from training import run_config
+
+    data_dir = args.data_dir or paths.default_data_dir()
+    config, overrides = run_config.resolve_config(args.model_name, args.hparams, data_dir)
+    dataset_dir, metadata = run_config.load_dataset(config)
+    config = run_config.apply_dataset(config, overrides, metadata, dataset_dir)
+    vocab_file = run_config.vocab_source(metadata, dataset_dir)
+    train_files, eval_files = run_config.split_shards(config, dataset_dir, metadata)
+
+    import keras
+    if keras.backend.backend() != "tensorflow":
+        raise InputError(f"KERAS_BACKEND={keras.backend.backend()}: run_pretraining.py needs the tensorflow "
+                         "backend; unset KERAS_BACKEND")
+    import tensorflow as tf
+    from training import checkpointing, strategy as strategy_lib
+    from training.loop import Run
+
+    strategy = strategy_lib.select_strategy(args.tpu)
+    run_config.check_batch(config, strategy.num_replicas_in_sync)
+    has_checkpoint = tf.train.latest_checkpoint(str(config.model_dir)) is not None
+    saved = run_config.check_resume(config, config.model_dir, has_checkpoint)
+    init = None
+    if args.init_checkpoint and not has_checkpoint:
+        init = checkpointing.resolve_init_checkpoint(args.init_checkpoint)
+    return Run(config, strategy, dataset_dir, metadata, train_files, eval_files, vocab_file,
+               init_checkpoint=init, saved_config=saved)
+
+
+@exit_on_input_error
+def main(argv=None):
+    args = parse_args(argv)
+    run = prepare(args)
+    return run.run()
+
+
+if __name__ == "__main__":
+    main()
+    sys.exit(0)

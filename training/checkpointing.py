@@ -1,0 +1,75 @@
+"""Checkpoints: every N steps, keep the last K, resume from the latest, or start from other weights.
+
+tf.train.CheckpointManager writes a checkpoint's index and data files first and only then rewrites the
+`checkpoint` state file (atomically), so a run killed mid-save is resumed from the previous complete
+checkpoint: a partly written one is never listed. Under MultiWorkerMirroredStrategy every worker must
+save (the save is collective); only the chief writes to the model folder, the others to a scratch
+folder that is deleted.
+"""
+import pathlib
+import shutil
+
+import tensorflow as tf
+
+from data.errors import InputError
+
+CHECKPOINT_NAME = "ckpt"
+
+
+class Checkpoints:
+    def __init__(self, model_dir, checkpoint, keep, chief=True, worker_id=0):
+        self.model_dir = pathlib.Path(model_dir)
+        self.chief = chief
+        directory = self.model_dir if chief else self.model_dir / ".worker_scratch" / f"worker_{worker_id}"
+        self.scratch = None if chief else directory
+        self.checkpoint = checkpoint
+        self.manager = tf.train.CheckpointManager(checkpoint, str(directory), max_to_keep=keep or None,
+                                                  checkpoint_name=CHECKPOINT_NAME)
+        # Non-chief workers resume from the chief's checkpoints.
+        self.reader = tf.train.CheckpointManager(checkpoint, str(self.model_dir), max_to_keep=None,
+                                                 checkpoint_name=CHECKPOINT_NAME) if not chief else self.manager
+
+    @property
+    def latest(self):
+        return self.reader.latest_checkpoint
+
+    def restore_latest(self):
+        """Restores model, optimizer (slots, iterations) and loss scale; returns the path or None."""
+        path = self.latest
+        if path:
+            self.checkpoint.restore(path).assert_existing_objects_matched()
+        return path
+
+    def save(self, step):
+        path = self.manager.save(checkpoint_number=step)
+        return path
+
+    def cleanup(self):
+        if self.scratch is not None:
+            shutil.rmtree(self.scratch, ignore_errors=True)
+
+
+def resolve_init_checkpoint(path):
+    """A checkpoint prefix, or a model folder (its latest checkpoint); InputError when neither."""
+    candidate = pathlib.Path(path)
+    if candidate.is_dir():
+        latest = tf.train.latest_checkpoint(str(candidate))
+        if not latest:
+            raise InputError(f"--init-checkpoint {path}: the folder holds no checkpoint; pass a model folder "
+                             "or a checkpoint prefix (…/ckpt-1000)")
+        return latest
+    if not pathlib.Path(str(candidate) + ".index").is_file():
+        raise InputError(f"--init-checkpoint {path}: no such checkpoint (expected {path}.index); pass a model "
+                         "folder or a checkpoint prefix")
+    return str(candidate)
+
+
+def restore_weights(pretrainer, path):
+    """Model weights only (a fresh optimizer): the checkpoint's model must match this one's variables."""
+    status = tf.train.Checkpoint(model=pretrainer).restore(path)
+    try:
+        status.assert_existing_objects_matched()
+    except (AssertionError, ValueError) as error:
+        raise InputError(f"--init-checkpoint {path}: its weights do not match this model ({str(error)[:200]}); "
+                         "use the same model size and vocabulary") from None
+    status.expect_partial()

@@ -1,0 +1,185 @@
+"""The pretraining run: build under the strategy, restore, train in host loops, log, save, evaluate."""
+import pathlib
+import shutil
+import time
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from data import tfrecords
+from model.optimization import create_optimizer
+from pretrain.builder import build_pretrainer
+from pretrain.metrics import add_stats
+from training import checkpointing, reporting, run_config, strategy as strategy_lib
+from training.collapse import CollapseDetector
+from training.step import EXAMPLES, SKIPPED, TOKENS, PretrainingSteps
+
+
+def resolve_jit(use_xla, device_kind):
+    """XLA on GPU/TPU when asked. On CPU it is off: measured slower there for these models
+    (see the final note in run_pretraining.py's docstring)."""
+    return bool(use_xla) and device_kind != "CPU"
+
+
+def build(config, strategy):
+    keras.mixed_precision.set_dtype_policy(config.mixed_precision)
+    with strategy.scope():
+        pretrainer = build_pretrainer(config)
+        optimizer = create_optimizer(
+            config.learning_rate, config.num_train_steps, config.num_warmup_steps,
+            weight_decay_rate=config.weight_decay_rate, lr_decay_power=config.lr_decay_power,
+            optimizer=config.optimizer, epsilon=config.adam_epsilon, beta_1=config.adam_beta1,
+            beta_2=config.adam_beta2, clip_norm=config.clip_norm)
+        optimizer.build(pretrainer.trainable_variables)
+    return pretrainer, optimizer
+
+
+def train_dataset(strategy, config, dataset_dir, metadata, files, seed):
+    micro_batch = config.train_batch_size // config.gradient_accumulation_steps
+
+    def dataset_fn(context):
+        return tfrecords.pretraining_dataset(dataset_dir, context.get_per_replica_batch_size(micro_batch),
+                                             files=files, input_context=context, training=True, seed=seed,
+                                             metadata=metadata)
+    return strategy.distribute_datasets_from_function(dataset_fn)
+
+
+def eval_dataset(strategy, config, dataset_dir, metadata, files):
+    def dataset_fn(context):
+        return tfrecords.pretraining_dataset(dataset_dir, context.get_per_replica_batch_size(
+            config.eval_batch_size), files=files, input_context=context, training=False, metadata=metadata)
+    options = tf.distribute.InputOptions(experimental_fetch_to_device=True)
+    return strategy.distribute_datasets_from_function(dataset_fn, options)
+
+
+def to_numpy(stats):
+    return {key: np.asarray(value) for key, value in stats.items()}
+
+
+class Run:
+    """One pretraining run in one process (of one or several workers)."""
+
+    def __init__(self, config, strategy, dataset_dir, metadata, train_files, eval_files, vocab_file,
+                 init_checkpoint=None, saved_config=None, stream=None):
+        self.config = config
+        self.strategy = strategy
+        self.dataset_dir, self.metadata = dataset_dir, metadata
+        self.train_files, self.eval_files = train_files, eval_files
+        self.chief = strategy_lib.is_chief(strategy)
+        self.model_dir = pathlib.Path(config.model_dir)
+        self.reporter = reporting.Reporter(self.model_dir / "logs", enabled=self.chief, stream=stream)
+        self.vocab_file = vocab_file
+        self.init_checkpoint = init_checkpoint
+        self.saved_config = saved_config
+
+    def write_model_folder(self):
+        if not self.chief:
+            return
+        self.model_dir.mkdir(parents=True, exist_ok=True)
+        self.config.save(self.model_dir / run_config.CONFIG_FILE)
+        target = self.model_dir / ("vocab.txt" if self.vocab_file.suffix != ".model" else self.vocab_file.name)
+        if not target.exists() or target.read_bytes() != self.vocab_file.read_bytes():
+            temp = target.with_name(target.name + ".tmp")
+            shutil.copyfile(self.vocab_file, temp)
+            temp.replace(target)
+
+    def run(self):
+        config, strategy, say = self.config, self.strategy, self.reporter.print
+        jit = resolve_jit(config.use_xla, strategy_lib.device_kind())
+        pretrainer, optimizer = build(config, strategy)
+        steps = PretrainingSteps(strategy, pretrainer, optimizer, seed=config.seed,
+                                 accumulation_steps=config.gradient_accumulation_steps, jit_compile=jit,
+                                 dynamic_loss_scale=config.mixed_precision == "mixed_float16")
+        checkpoint = tf.train.Checkpoint(model=pretrainer, optimizer=optimizer, **steps.trackables())
+        checkpoints = checkpointing.Checkpoints(self.model_dir, checkpoint, config.keep_checkpoint_max,
+                                                chief=self.chief, worker_id=strategy_lib.worker_id(strategy))
+        restored = checkpoints.restore_latest()
+        if restored:
+            say(f"Resuming from {restored} at step {int(optimizer.iterations.numpy())}.")
+            changed = run_config.changed_fields(self.saved_config, config)
+            if changed:
+                say(f"Note: these settings differ from the saved run and apply from now on: {', '.join(changed)}")
+        elif self.init_checkpoint:
+            checkpointing.restore_weights(pretrainer, self.init_checkpoint)
+            say(f"Starting from the weights of {self.init_checkpoint} with a fresh optimizer.")
+        self.write_model_folder()
+        step = int(optimizer.iterations.numpy())
+        total = config.num_train_steps
+        params = sum(int(np.prod(v.shape)) for v in pretrainer.trainable_variables)
+        say(f"Pretraining {config.model_name} ({config.model_size}, {params:,} parameters) on "
+            f"{strategy_lib.describe(strategy)}: global batch {config.train_batch_size} × "
+            f"{config.max_seq_length} tokens, {total} steps, {config.mixed_precision}, XLA {'on' if jit else 'off'}, "
+            f"{len(self.train_files)} training shard(s)"
+            + (f", {len(self.eval_files)} eval shard(s)" if config.do_eval else "") + f"; writing to {self.model_dir}")
+        if config.do_eval and self.eval_files == self.train_files:
+            say("Note: the dataset has one shard, so evaluation reads training data; build more shards to hold "
+                "one out.")
+        detector = CollapseDetector(config.num_warmup_steps)
+        iterator = iter(train_dataset(strategy, config, self.dataset_dir, self.metadata, self.train_files,
+                                      seed=config.seed + step))
+        log_every, save_every = config.iterations_per_loop, config.save_checkpoints_steps
+        eval_every = config.eval_every_steps or save_every
+        interval_stats, interval_start, interval_begin_step = None, time.monotonic(), step
+        last_eval = None
+        while step < total:
+            boundaries = [total]
+            for every in (log_every, save_every) + ((eval_every,) if config.do_eval else ()):
+                boundaries.append((step // every + 1) * every)
+            num = min(boundaries) - step
+            stats = to_numpy(steps.train(iterator, tf.constant(num, tf.int64)))
+            step += num
+            interval_stats = stats if interval_stats is None else add_stats(interval_stats, stats)
+            if step % log_every == 0 or step == total:
+                elapsed = max(time.monotonic() - interval_start, 1e-9)
+                metrics = pretrainer.finalize_metrics(interval_stats)
+                rate = (step - interval_begin_step) / elapsed
+                tokens = float(interval_stats[TOKENS]) / elapsed
+                say(reporting.train_line(step, total, metrics, rate, tokens))
+                skipped = float(interval_stats[SKIPPED])
+                if skipped:
+                    say(f"Note: {skipped:.0f} update(s) skipped for non-finite float16 gradients (loss scale "
+                        f"now {float(steps.loss_scale.numpy()):g}).")
+                lr = float(keras.ops.convert_to_numpy(optimizer.learning_rate))
+                self.reporter.scalars(self.reporter.train_writer, step, {
+                    **metrics, "learning_rate": lr, "steps_per_second": rate, "tokens_per_second": tokens,
+                    "examples_per_second": float(interval_stats[EXAMPLES]) / elapsed})
+                warning = detector.check(step, metrics)
+                if warning:
+                    say(warning, error=True)
+                interval_stats, interval_start, interval_begin_step = None, time.monotonic(), step
+            if step % save_every == 0 or step == total:
+                path = checkpoints.save(step)
+                say(f"Saved checkpoint {path}")
+            if config.do_eval and (step % eval_every == 0 or step == total) and last_eval != step:
+                self.evaluate(steps, pretrainer, step)
+                last_eval = step
+                interval_start = time.monotonic()
+        if int(optimizer.iterations.numpy()) == step and checkpoints.latest is None:
+            checkpoints.save(step)
+        if config.do_eval and last_eval != step:
+            self.evaluate(steps, pretrainer, step)
+        checkpoints.cleanup()
+        self.reporter.close()
+        say(f"Done: the model (config.json, vocabulary, checkpoints) is in {self.model_dir}; TensorBoard logs in "
+            f"{self.model_dir / 'logs'} (tensorboard --logdir {self.model_dir / 'logs'}).")
+        return step
+
+    def evaluate(self, steps, pretrainer, step):
+        dataset = eval_dataset(self.strategy, self.config, self.dataset_dir, self.metadata, self.eval_files)
+        total, count = None, 0
+        for index, batch in enumerate(dataset):
+            if self.config.num_eval_steps and index >= self.config.num_eval_steps:
+                break
+            stats = to_numpy(steps.evaluate(batch, tf.constant(index, tf.int64)))
+            total = stats if total is None else add_stats(total, stats)
+            count += 1
+        if total is None:
+            return None
+        metrics = pretrainer.finalize_metrics(total)
+        self.reporter.print(reporting.eval_line(step, metrics, count))
+        self.reporter.scalars(self.reporter.eval_writer, step, metrics)
+        if self.chief:
+            from configs.loading import save_json
+            save_json({"step": step, **metrics}, self.model_dir / "eval_results.json")
+        return metrics

@@ -1,0 +1,142 @@
+"""Everything checked before a model folder is touched: model name, --hparams, the dataset, resume.
+
+The dataset's metadata.json decides the vocabulary size, special-token ids, casing and sequence length;
+--hparams that contradict it stop the run with one line (InputError → exit 2) before anything is written.
+"""
+import dataclasses
+import pathlib
+
+from configs import loading
+from configs.model_config import available_model_sizes
+from configs.pretraining_config import PretrainingConfig
+from data import paths, tfrecords
+from data.errors import InputError
+
+CONFIG_FILE = "config.json"
+# What must agree between a saved run and the resumed one (the variables' shapes and meaning).
+SHAPE_FIELDS = ("electra_objective", "uniform_generator", "untied_generator", "untied_generator_embeddings",
+                "gdes_embeddings", "vocab_size", "max_seq_length")
+
+
+def resolve_config(model_name, hparams, data_dir):
+    """(config, overrides): the model name picks a size when it names one; else --hparams must."""
+    overrides = loading.parse_hparams(hparams, "--hparams")
+    loading.check_known_keys(PretrainingConfig, overrides, "--hparams")
+    for key in ("model_name", "data_dir"):
+        if key in overrides:
+            raise InputError(f"--hparams: set {key} with --{key.replace('_', '-')}, not in --hparams")
+    sizes = available_model_sizes()
+    if "model_size" not in overrides:
+        if model_name not in sizes:
+            raise InputError(f"--model-name {model_name!r} is not a model size ({', '.join(sizes)}); pass "
+                             f"--hparams '{{\"model_size\": \"electra_small\"}}' (or another size) to name a "
+                             "new model")
+        overrides["model_size"] = model_name
+    if not model_name or "/" in model_name or model_name in (".", ".."):
+        raise InputError(f"--model-name {model_name!r}: use a plain folder name such as electra_small")
+    overrides.update(model_name=model_name, data_dir=str(data_dir))
+    return PretrainingConfig.create(overrides), overrides
+
+
+def apply_dataset(config, overrides, metadata, dataset_dir):
+    """The config with vocab size, special ids, casing and max_seq_length from the dataset."""
+    vocab = metadata["vocab"]
+    special = vocab["special_ids"]
+    from_data = {"vocab_size": vocab["size"], "cls_token_id": special["cls"], "sep_token_id": special["sep"],
+                 "mask_token_id": special["mask"], "max_seq_length": metadata["max_seq_length"],
+                 "do_lower_case": bool(vocab.get("lower_case", config.do_lower_case))}
+    for key, value in from_data.items():
+        if key in overrides and overrides[key] != value:
+            hint = ("rebuild the dataset with --max-seq-length " f"{overrides[key]}" if key == "max_seq_length"
+                    else "rebuild the dataset with the model's vocabulary")
+            raise InputError(f"{dataset_dir}: the dataset has {key}={value!r} but --hparams says "
+                             f"{overrides[key]!r}; drop it from --hparams or {hint}")
+    values = {**config.to_dict(), **from_data}
+    if "max_predictions_per_seq" not in overrides:
+        values["max_predictions_per_seq"] = None  # derive again from the dataset's length
+    config = loading.dataclass_from_dict(PretrainingConfig, values, "--hparams").with_derived_values()
+    positions = config.model_config().max_position_embeddings
+    if config.max_seq_length > positions:
+        raise InputError(f"{dataset_dir}: examples are {config.max_seq_length} tokens long but the model has "
+                         f"{positions} positions; rebuild the dataset with --max-seq-length {positions} or "
+                         "less")
+    return config
+
+
+def load_dataset(config):
+    dataset_dir = paths.pretrain_tfrecords_dir(config.data_dir)
+    metadata = tfrecords.load_metadata(dataset_dir)
+    return dataset_dir, metadata
+
+
+def split_shards(config, dataset_dir, metadata):
+    """(train files, eval files): with do_eval and ≥ 2 shards the last eval_holdout_shards are held out."""
+    files = [f for f, shard in zip(tfrecords.shard_files(dataset_dir, metadata), metadata["shards"])
+             if shard["examples"] > 0]
+    if not files:
+        raise InputError(f"{dataset_dir}: the dataset has no examples; build it from a larger corpus")
+    if not config.do_eval:
+        return files, []
+    holdout = config.eval_holdout_shards
+    if holdout and len(files) >= 2:
+        if holdout >= len(files):
+            raise InputError(f"{dataset_dir}: eval_holdout_shards={holdout} leaves no shard of {len(files)} for "
+                             "training; lower it in --hparams")
+        return files[:-holdout], files[-holdout:]
+    return files, files  # one shard: evaluate on training data (said in the log)
+
+
+def vocab_source(metadata, dataset_dir):
+    path = pathlib.Path(metadata["vocab"]["file"])
+    if not path.is_file():
+        raise InputError(f"{dataset_dir}/metadata.json: its vocabulary {path} is missing; restore it or rebuild "
+                         "the dataset")
+    return path
+
+
+def check_batch(config, num_replicas):
+    unit = num_replicas * config.gradient_accumulation_steps
+    if config.train_batch_size % unit:
+        raise InputError(f"train_batch_size {config.train_batch_size} is not divisible by {num_replicas} "
+                         f"replica(s) × {config.gradient_accumulation_steps} accumulation step(s); choose a "
+                         f"multiple of {unit}")
+
+
+def shape_signature(config):
+    values = {key: getattr(config, key) for key in SHAPE_FIELDS}
+    values["model"] = config.model_config().to_dict()
+    values["generator"] = config.generator_model_config().to_dict() if config.electra_objective else None
+    return values
+
+
+def check_resume(config, model_dir, has_checkpoint):
+    """Refuses to resume a folder whose saved config builds other variables than this one."""
+    saved_path = pathlib.Path(model_dir) / CONFIG_FILE
+    if not has_checkpoint:
+        return None
+    if not saved_path.is_file():
+        raise InputError(f"{model_dir}: holds checkpoints but no {CONFIG_FILE}; choose another --model-name")
+    saved = PretrainingConfig.load(saved_path)
+    old, new = shape_signature(saved), shape_signature(config)
+    if old != new:
+        diffs = [k for k in old if old[k] != new[k]]
+        detail = []
+        for key in diffs:
+            if isinstance(old[key], dict) and isinstance(new[key], dict):
+                detail += [f"{key}.{f}: {old[key][f]} → {new[key][f]}" for f in old[key] if old[key][f] != new[key][f]]
+            else:
+                detail.append(f"{key}: {old[key]} → {new[key]}")
+        raise InputError(f"{saved_path}: the saved model differs from this config ({'; '.join(detail)}); resume "
+                         "with the same shapes or choose another --model-name")
+    return saved
+
+
+def changed_fields(saved, config):
+    if saved is None:
+        return []
+    old, new = saved.to_dict(), config.to_dict()
+    return sorted(k for k in new if old.get(k) != new[k] and k not in ("data_dir",))
+
+
+def replace(config, **changes):
+    return dataclasses.replace(config, **changes)

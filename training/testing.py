@@ -1,0 +1,48 @@
+"""Small fixtures for the training tests: a tiny WordPiece vocabulary and dataset from Python's docs."""
+import collections
+import pathlib
+import re
+
+SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+
+# A 2-layer, 32-wide model (generator 16 wide): a step takes milliseconds on a CPU.
+MICRO_MODEL = {"hidden_size": 32, "num_layers": 2, "num_heads": 2, "intermediate_size": 64,
+               "embedding_size": 16}
+
+
+def write_corpus(folder, num_files=2, max_documents=None):
+    """Plain-format files of Python's language-reference topics (real English)."""
+    from data.default_corpus import _topic_documents
+
+    folder = pathlib.Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    documents = [paragraphs for _, paragraphs in _topic_documents() if paragraphs][:max_documents]
+    for index in range(num_files):
+        text = "\n\n".join("\n".join(p) for p in documents[index::num_files])
+        (folder / f"part{index}.txt").write_text(text + "\n", encoding="utf-8")
+    return folder
+
+
+def write_vocab(corpus_dir, path, num_words=1500):
+    """Specials, every character (and its ## form), the most frequent lower-cased words."""
+    text = "".join(p.read_text() for p in sorted(pathlib.Path(corpus_dir).glob("*.txt"))).lower()
+    words = collections.Counter(re.findall(r"[a-z0-9]+", text))
+    chars = sorted({c for c in text if not c.isspace()})
+    tokens = SPECIALS + chars + ["##" + c for c in chars if c.isalnum()]
+    tokens += [w for w, _ in words.most_common(num_words) if w not in tokens]
+    path = pathlib.Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(tokens) + "\n", encoding="utf-8")
+    return path
+
+
+def build_tiny_dataset(data_dir, max_seq_length=32, num_shards=2, max_documents=None):
+    """<data_dir>/pretrain_tfrecords with its metadata.json; returns the metadata."""
+    import build_pretraining_dataset
+
+    data_dir = pathlib.Path(data_dir)
+    corpus = write_corpus(data_dir / "corpus", max_documents=max_documents)
+    vocab = write_vocab(corpus, data_dir / "vocab.txt")
+    return build_pretraining_dataset.main([
+        "--corpus-dir", str(corpus), "--vocab-file", str(vocab), "--data-dir", str(data_dir),
+        "--max-seq-length", str(max_seq_length), "--num-shards", str(num_shards)])
