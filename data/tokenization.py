@@ -1,14 +1,16 @@
 """One tokenizer interface over BERT's WordPiece and SentencePiece.
 
 WordPiece reproduces the original BERT/ELECTRA `tokenization.py` (BasicTokenizer + WordpieceTokenizer)
-id for id, but runs as a handful of TensorFlow ops per batch: control characters are dropped, whitespace
-becomes a space, CJK characters and punctuation get spaces around them (regex replacements whose
-character classes are computed from Python's `unicodedata`, so they follow the original's definitions),
-optional lower-casing and accent stripping, a whitespace split, and tensorflow-text's
-`FastWordpieceTokenizer` (greedy longest-match-first, `##` continuations) on the words. tensorflow-text's
-own `FastBertTokenizer` is faster to call but not exact: its normaliser applies compatibility
-decomposition and case folding ("km²" → "km2", "…" → "...", "ς" → "σ") and keeps control characters as
-spaces. The same graph serves `encode_batch` and `tf_tokenize`, so the two agree by construction.
+id for id, as a handful of TensorFlow ops per batch: control characters are dropped, whitespace becomes a
+space, optional lower-casing and accent stripping, CJK characters and punctuation get spaces around them
+(regex replacements whose character classes come from Python's `unicodedata`, the original's source of
+truth), a whitespace split, and tensorflow-text's `FastWordpieceTokenizer` (greedy longest-match-first,
+`##` continuations) on the words. tensorflow-text's end-to-end `FastBertTokenizer` measured no faster
+here and is not exact: its normaliser applies compatibility decomposition and case folding ("km²" →
+"km2", "…" → "...", "ς" → "σ"). Its `BertTokenizer` case-folds (NFKC) too.
+
+Both kinds tokenize with one graph: `encode_batch` runs it over batches, `tf_tokenize` places it in the
+caller's graph (a SavedModel serving raw strings), so the two agree by construction.
 
 Known limit: TensorFlow's ICU lower-cases by an older Unicode table than Python 3.11's, so ~40 letters
 added in Unicode 14 (e.g. U+2C2F, U+A7C0) keep their upper case.
@@ -54,7 +56,8 @@ def file_sha256(path) -> str:
 
 
 class Tokenizer(abc.ABC):
-    """Text → ids without [CLS]/[SEP]; the packer adds those."""
+    """Text → ids without [CLS]/[SEP]; the packer adds those. TensorFlow starts on first use, not on
+    loading, so that worker processes can set its thread counts first."""
 
     kind: str
 
@@ -66,10 +69,23 @@ class Tokenizer(abc.ABC):
         self.lower_case = lower_case
         self.strip_accents = strip_accents
         self.fingerprint = file_sha256(vocab_file)
+        self._module = None
+        self._encode = None
 
-    @abc.abstractmethod
     def encode_batch(self, texts: Sequence[str]) -> List[np.ndarray]:
         """One int32 id array per text."""
+        if isinstance(texts, (str, bytes)):
+            raise TypeError("encode_batch takes a sequence of strings; use encode() for one string")
+        texts = texts if isinstance(texts, (list, tuple)) else list(texts)
+        if self._encode is None:
+            import tensorflow as tf
+
+            self._encode = tf.function(self.tf_tokenize, input_signature=[tf.TensorSpec([None], tf.string)])
+        out: List[np.ndarray] = []
+        for start in range(0, len(texts), _CHUNK_LINES):
+            ragged = self._encode(_to_tf_strings(texts[start:start + _CHUNK_LINES]))
+            out.extend(np.split(ragged.flat_values.numpy(), ragged.row_splits.numpy()[1:-1]))
+        return out
 
     def encode(self, text: str) -> np.ndarray:
         return self.encode_batch([text])[0]
@@ -81,13 +97,24 @@ class Tokenizer(abc.ABC):
     @abc.abstractmethod
     def tf_tokenize(self, strings):
         """In-graph tokenization of a rank-1 string tensor: an int32 RaggedTensor [batch, (tokens)],
-        the same ids as `encode_batch`. Usable inside a tf.function and a SavedModel; attach
-        `tf_module` to the exported module so that the tokenizer's TF objects are saved with it."""
+        the same ids as `encode_batch`. For a SavedModel, attach `tf_module` to the exported module so
+        that the tokenizer's TensorFlow objects are saved with it."""
 
     @property
-    @abc.abstractmethod
     def tf_module(self):
-        """The tf.Module holding the TensorFlow side of this tokenizer."""
+        """The tf.Module that holds this tokenizer's TensorFlow objects."""
+        if self._module is None:
+            import tensorflow as tf
+
+            with tf.init_scope():  # eager even when first reached inside a tf.function, so reusable
+                module = tf.Module(name=f"{self.kind}_tokenizer")
+                module.tokenizer = self._build_tf_tokenizer()
+            self._module = module
+        return self._module
+
+    @abc.abstractmethod
+    def _build_tf_tokenizer(self):
+        ...
 
     def __repr__(self):
         return (f"{type(self).__name__}({self.vocab_file!r}, vocab_size={self.vocab_size}, "
@@ -107,7 +134,7 @@ def load_tokenizer(vocab_file=None, spm_model=None, lower_case: bool = True,
     return SentencePieceTokenizer(spm_model, lower_case, strip_accents)
 
 
-# ---------------------------------------------------------------------------------------------- text rules
+# ------------------------------------------------------------------------------------------------ text rules
 
 
 @dataclasses.dataclass(frozen=True)
@@ -116,6 +143,7 @@ class _CharClasses:
 
     drop: str  # NUL, U+FFFD and every category C* character except \t \n \r
     space: str  # what the original turns into a space or splits on: \t \n \r, Zs, other str.isspace()
+    # (except the space itself)
     split: str  # BERT punctuation (ASCII 33-47, 58-64, 91-96, 123-126 and P*) and CJK ideographs
     nonspacing_marks: str  # category Mn, removed after NFD when stripping accents
     nonspacing_table: dict
@@ -126,17 +154,17 @@ _CJK_RANGES = ((0x4E00, 0x9FFF), (0x3400, 0x4DBF), (0x20000, 0x2A6DF), (0x2A700,
 _ASCII_PUNCTUATION_RANGES = ((33, 47), (58, 64), (91, 96), (123, 126))
 
 
-def _ranges(mask: np.ndarray):
-    """Runs of True in a per-code-point mask, as inclusive (first, last) pairs."""
-    edges = np.flatnonzero(np.diff(np.concatenate([[False], mask, [False]]).astype(np.int8)))
-    return list(zip(edges[0::2].tolist(), (edges[1::2] - 1).tolist()))
-
-
 def is_split_character(char: str) -> bool:
     """BERT punctuation or a CJK ideograph: always a word of its own."""
     cp = ord(char)
     return (unicodedata.category(char)[0] == "P"
             or any(first <= cp <= last for first, last in _ASCII_PUNCTUATION_RANGES + _CJK_RANGES))
+
+
+def _ranges(mask: np.ndarray):
+    """Runs of True in a per-code-point mask, as inclusive (first, last) pairs."""
+    edges = np.flatnonzero(np.diff(np.concatenate([[False], mask, [False]]).astype(np.int8)))
+    return list(zip(edges[0::2].tolist(), (edges[1::2] - 1).tolist()))
 
 
 def _re2_class(ranges) -> str:
@@ -145,27 +173,36 @@ def _re2_class(ranges) -> str:
 
 @functools.lru_cache(maxsize=None)
 def _char_classes() -> _CharClasses:
-    """Built once per process from this Python's Unicode tables (the original's source of truth)."""
+    """Built once per process (about half a second) from this Python's Unicode tables."""
     chars = [chr(cp) for cp in range(0x110000)]
     categories = [unicodedata.category(c) for c in chars]
     major = np.array([c[0] for c in categories])
     minor = np.array(categories)
     code_points = np.arange(0x110000)
-    surrogate = minor == "Cs"  # never in UTF-8 text, and RE2 rejects them in a class
+    surrogate = minor == "Cs"  # never in UTF-8 text, and not allowed in an RE2 class
     drop = ((major == "C") & ~np.isin(code_points, [9, 10, 13])) | np.isin(code_points, [0, 0xFFFD])
     space = ~drop & ((minor == "Zs") | np.array([c.isspace() for c in chars]))
-    punctuation = major == "P"
+    space[ord(" ")] = False  # already a space: matching every one would double the cost of this step
+    split = major == "P"
     for first, last in _ASCII_PUNCTUATION_RANGES + _CJK_RANGES:
-        punctuation[first:last + 1] = True
+        split[first:last + 1] = True
     marks = minor == "Mn"
-    table = dict.fromkeys(np.flatnonzero(marks).tolist())
     return _CharClasses(drop=_re2_class(_ranges(drop & ~surrogate)), space=_re2_class(_ranges(space)),
-                        split=_re2_class(_ranges(punctuation)), nonspacing_marks=_re2_class(_ranges(marks)),
-                        nonspacing_table=table)
+                        split=_re2_class(_ranges(split)), nonspacing_marks=_re2_class(_ranges(marks)),
+                        nonspacing_table=dict.fromkeys(np.flatnonzero(marks).tolist()))
+
+
+def normalize_case_and_accents(text: str, lower_case: bool, strip_accents: bool) -> str:
+    """Python's version of `_tf_case_and_accents`, for SentencePiece training text."""
+    if lower_case:
+        text = text.lower()
+    if strip_accents:
+        text = unicodedata.normalize("NFD", text).translate(_char_classes().nonspacing_table)
+    return text
 
 
 def _tf_case_and_accents(strings, lower_case: bool, strip_accents: bool):
-    """Python's str.lower() (ICU, with the final-sigma rule) and NFD + drop Mn, in graph."""
+    """str.lower() (ICU's full lower-casing, final sigma included) and NFD without Mn, in graph."""
     import tensorflow as tf
     import tensorflow_text as tf_text
 
@@ -180,8 +217,9 @@ def _tf_case_and_accents(strings, lower_case: bool, strip_accents: bool):
 def tf_bert_words(strings, lower_case: bool, strip_accents: bool):
     """BERT's BasicTokenizer in graph: a string tensor [batch] → RaggedTensor of words [batch, (words)].
 
-    Lower-casing the whole line equals the original's per-word lower(): whitespace is neither cased nor
-    case-ignorable, so the final-sigma context never crosses it."""
+    The original lower-cases word by word after splitting off CJK characters; lower-casing the whole
+    line first is the same, because whitespace and CJK ideographs are neither cased nor case-ignorable,
+    so the final-sigma context never crosses them."""
     import tensorflow as tf
 
     classes = _char_classes()
@@ -189,13 +227,7 @@ def tf_bert_words(strings, lower_case: bool, strip_accents: bool):
     strings = tf.strings.regex_replace(strings, classes.space, " ")
     strings = _tf_case_and_accents(strings, lower_case, strip_accents)
     strings = tf.strings.regex_replace(strings, classes.split, r" \0 ")
-    return tf.strings.split(strings)  # only ASCII whitespace is left, all of it spaces
-
-
-def _check_batch(texts) -> Sequence[str]:
-    if isinstance(texts, (str, bytes)):
-        raise TypeError("encode_batch takes a sequence of strings; use encode() for one string")
-    return texts if isinstance(texts, (list, tuple)) else list(texts)
+    return tf.strings.split(strings)  # only spaces are left as whitespace
 
 
 def _to_tf_strings(texts: Sequence[str]):
@@ -204,16 +236,12 @@ def _to_tf_strings(texts: Sequence[str]):
     import tensorflow as tf
 
     try:
-        return tf.constant(list(texts), dtype=tf.string)
+        return tf.constant(texts, dtype=tf.string)
     except (UnicodeEncodeError, ValueError):  # TensorFlow reports a surrogate as a ValueError
         return tf.constant([t.encode("utf-8", "ignore") for t in texts], dtype=tf.string)
 
 
-def _split_ragged(values: np.ndarray, row_splits: np.ndarray) -> List[np.ndarray]:
-    return np.split(values, row_splits[1:-1])
-
-
-# ---------------------------------------------------------------------------------------------- input files
+# ------------------------------------------------------------------------------------------------ input files
 
 
 def _read_input_file(path, what: str, fix: str) -> bytes:
@@ -258,7 +286,7 @@ def _read_wordpiece_vocab(path) -> List[str]:
     return tokens
 
 
-# ---------------------------------------------------------------------------------------------- WordPiece
+# ------------------------------------------------------------------------------------------------ WordPiece
 
 
 class WordPieceTokenizer(Tokenizer):
@@ -269,69 +297,38 @@ class WordPieceTokenizer(Tokenizer):
         ids = {token: i for i, token in enumerate(self._tokens)}
         special = SpecialIds(*(ids[t] for t in SPECIAL_TOKENS))
         super().__init__(vocab_file, len(self._tokens), special, lower_case, strip_accents)
-        self._tf = None
 
-    def _tf_parts(self):
-        """Built on first use, so loading a tokenizer does not start TensorFlow."""
-        if self._tf is None:
-            import tensorflow as tf
-            import tensorflow_text as tf_text
+    def _build_tf_tokenizer(self):
+        import tensorflow as tf
+        import tensorflow_text as tf_text
 
-            module = tf.Module(name="wordpiece_tokenizer")
-            # Words longer than the limit are replaced by the literal unknown token before this, so
-            # the byte limit only needs to admit 100 four-byte characters.
-            module.wordpiece = tf_text.FastWordpieceTokenizer(
-                vocab=self._tokens, suffix_indicator=SUFFIX_INDICATOR,
-                max_bytes_per_word=4 * MAX_INPUT_CHARS_PER_WORD, token_out_type=tf.int32,
-                unknown_token="[UNK]", no_pretokenization=True)
-            encode = tf.function(lambda strings: self._ragged_ids(strings, module.wordpiece),
-                                 input_signature=[tf.TensorSpec([None], tf.string)])
-            self._tf = (module, encode)
-        return self._tf
+        # Longer words are replaced by the unknown token first, so the byte limit only has to admit
+        # 100 four-byte characters.
+        return tf_text.FastWordpieceTokenizer(
+            vocab=self._tokens, suffix_indicator=SUFFIX_INDICATOR, max_bytes_per_word=4 * MAX_INPUT_CHARS_PER_WORD,
+            token_out_type=tf.int32, unknown_token="[UNK]", no_pretokenization=True)
 
-    def _ragged_ids(self, strings, wordpiece):
+    def tf_tokenize(self, strings):
         import tensorflow as tf
 
         words = tf_bert_words(strings, self.lower_case, self.strip_accents)
         flat = words.flat_values
-        # No word can contain "[" after punctuation splitting, so "[UNK]" here is unambiguous.
-        too_long = tf.strings.length(flat, unit="UTF8_CHAR") > MAX_INPUT_CHARS_PER_WORD
-        flat = tf.where(too_long, "[UNK]", flat)
-        return words.with_flat_values(wordpiece.tokenize(flat)).merge_dims(-2, -1)
-
-    @property
-    def tf_module(self):
-        return self._tf_parts()[0]
-
-    def tf_tokenize(self, strings):
-        return self._ragged_ids(strings, self._tf_parts()[0].wordpiece)
-
-    def encode_batch(self, texts: Sequence[str]) -> List[np.ndarray]:
-        encode = self._tf_parts()[1]
-        out: List[np.ndarray] = []
-        texts = _check_batch(texts)
-        for start in range(0, len(texts), _CHUNK_LINES):
-            ragged = encode(_to_tf_strings(texts[start:start + _CHUNK_LINES]))
-            out.extend(_split_ragged(ragged.flat_values.numpy(), ragged.row_splits.numpy()))
-        return out
+        # No word contains "[" after punctuation splitting, so the literal "[UNK]" is unambiguous.
+        flat = tf.where(tf.strings.length(flat, unit="UTF8_CHAR") > MAX_INPUT_CHARS_PER_WORD, "[UNK]", flat)
+        return words.with_flat_values(self.tf_module.tokenizer.tokenize(flat)).merge_dims(-2, -1)
 
     def convert_ids_to_tokens(self, ids) -> List[str]:
         return [self._tokens[int(i)] for i in ids]
 
 
-# ---------------------------------------------------------------------------------------------- SentencePiece
-
-
-def normalize_case_and_accents(text: str, lower_case: bool, strip_accents: bool) -> str:
-    """What SentencePiece input gets before encoding (and training): lower() and NFD without Mn."""
-    if lower_case:
-        text = text.lower()
-    if strip_accents:
-        text = unicodedata.normalize("NFD", text).translate(_char_classes().nonspacing_table)
-    return text
+# ------------------------------------------------------------------------------------------------ SentencePiece
 
 
 class SentencePieceTokenizer(Tokenizer):
+    """Ids from tensorflow-text's SentencePiece, for `encode_batch` too: the Python package breaks ties
+    between equal-scoring segmentations differently (".222" → "2" "22" versus "22" "2"); the Python
+    package only reads the model's pieces here."""
+
     kind = "sentencepiece"
 
     def __init__(self, model_file, lower_case: bool = True, strip_accents: bool = True):
@@ -345,40 +342,23 @@ class SentencePieceTokenizer(Tokenizer):
         except Exception:  # sentencepiece raises RuntimeError or OSError depending on the damage
             raise InputError(f"{model_file}: not a SentencePiece model; {fix} (a vocab.txt goes to "
                              "--vocab-file instead)") from None
-        ids, missing = [], []
-        for piece in SPECIAL_TOKENS:
-            piece_id = self._sp.piece_to_id(piece)
-            if self._sp.id_to_piece(piece_id) != piece:
-                missing.append(piece)
-            ids.append(piece_id)
+        ids = [self._sp.piece_to_id(piece) for piece in SPECIAL_TOKENS]
+        missing = [piece for piece, i in zip(SPECIAL_TOKENS, ids) if self._sp.id_to_piece(i) != piece]
         if missing:
             raise InputError(f"{model_file}: the SentencePiece model lacks the pieces {', '.join(missing)}; "
                              "train it with these as pad/unk pieces and control symbols (data/vocab.py "
                              "learn_sentencepiece_model does)")
         super().__init__(model_file, self._sp.get_piece_size(), SpecialIds(*ids), lower_case, strip_accents)
-        self._tf = None
 
-    def _tf_parts(self):
-        if self._tf is None:
-            import tensorflow as tf
-            import tensorflow_text as tf_text
+    def _build_tf_tokenizer(self):
+        import tensorflow as tf
+        import tensorflow_text as tf_text
 
-            module = tf.Module(name="sentencepiece_tokenizer")
-            module.sentencepiece = tf_text.SentencepieceTokenizer(model=self._model_bytes, out_type=tf.int32)
-            self._tf = module
-        return self._tf
-
-    @property
-    def tf_module(self):
-        return self._tf_parts()
+        return tf_text.SentencepieceTokenizer(model=self._model_bytes, out_type=tf.int32)
 
     def tf_tokenize(self, strings):
         strings = _tf_case_and_accents(strings, self.lower_case, self.strip_accents)
-        return self._tf_parts().sentencepiece.tokenize(strings)
-
-    def encode_batch(self, texts: Sequence[str]) -> List[np.ndarray]:
-        texts = [normalize_case_and_accents(t, self.lower_case, self.strip_accents) for t in _check_batch(texts)]
-        return [np.asarray(ids, dtype=np.int32) for ids in self._sp.encode(texts, out_type=int, num_threads=1)]
+        return self.tf_module.tokenizer.tokenize(strings)
 
     def convert_ids_to_tokens(self, ids) -> List[str]:
         return [self._sp.id_to_piece(int(i)) for i in ids]

@@ -176,6 +176,15 @@ def test_tf_tokenize_equals_encode_batch(tokenizers, mode):
     assert [row.tolist() for row in ragged.numpy()] == [a.tolist() for a in tokenizer.encode_batch(texts)]
 
 
+def test_first_use_inside_a_tf_function(rich_vocab):
+    import tensorflow as tf
+
+    tokenizer = load_tokenizer(rich_vocab)
+    in_graph = tf.function(lambda s: tokenizer.tf_tokenize(s).flat_values)(tf.constant(["hello world"]))
+    eager = tokenizer.tf_tokenize(tf.constant(["hello world"])).flat_values
+    assert in_graph.numpy().tolist() == eager.numpy().tolist() == tokenizer.encode("hello world").tolist()
+
+
 def test_attributes(rich_vocab, tokenizers):
     tokenizer = tokenizers[(True, False)]
     assert isinstance(tokenizer, Tokenizer) and tokenizer.kind == "wordpiece"
