@@ -16,6 +16,24 @@ from data.errors import InputError
 CHECKPOINT_NAME = "ckpt"
 
 
+def model_trackable(pretrainer):
+    """Every model weight keyed by its Keras path (TF1-style scope), for tf.train.Checkpoint.
+
+    A Keras 3 model passed to tf.train.Checkpoint directly reaches most of its weights only through the
+    optimizer, so a model-only restore (--init-checkpoint) would find nothing; keyed by path, the
+    checkpoint's `model/weights_by_path/<path>` entries restore with or without an optimizer.
+    """
+    weights = {}
+    for variable in pretrainer.weights:
+        path = variable.path
+        if path in weights and weights[path] is not variable:
+            raise ValueError(f"two model weights share the path {path!r}")
+        weights[path] = variable
+    module = tf.Module(name="model")
+    module.weights_by_path = weights
+    return module
+
+
 class Checkpoints:
     def __init__(self, model_dir, checkpoint, keep, chief=True, worker_id=0):
         self.model_dir = pathlib.Path(model_dir)
@@ -66,7 +84,7 @@ def resolve_init_checkpoint(path):
 
 def restore_weights(pretrainer, path):
     """Model weights only (a fresh optimizer): the checkpoint's model must match this one's variables."""
-    status = tf.train.Checkpoint(model=pretrainer).restore(path)
+    status = tf.train.Checkpoint(model=model_trackable(pretrainer)).restore(path)
     try:
         status.assert_existing_objects_matched()
     except (AssertionError, ValueError) as error:

@@ -91,7 +91,8 @@ class Run:
         steps = PretrainingSteps(strategy, pretrainer, optimizer, seed=config.seed,
                                  accumulation_steps=config.gradient_accumulation_steps, jit_compile=jit,
                                  dynamic_loss_scale=config.mixed_precision == "mixed_float16")
-        checkpoint = tf.train.Checkpoint(model=pretrainer, optimizer=optimizer, **steps.trackables())
+        checkpoint = tf.train.Checkpoint(model=checkpointing.model_trackable(pretrainer), optimizer=optimizer,
+                                         **steps.trackables())
         checkpoints = checkpointing.Checkpoints(self.model_dir, checkpoint, config.keep_checkpoint_max,
                                                 chief=self.chief, worker_id=strategy_lib.worker_id(strategy))
         restored = checkpoints.restore_latest()
@@ -127,7 +128,7 @@ class Run:
             for every in (log_every, save_every) + ((eval_every,) if config.do_eval else ()):
                 boundaries.append((step // every + 1) * every)
             num = min(boundaries) - step
-            stats = to_numpy(steps.train(iterator, tf.constant(num, tf.int64)))
+            stats = to_numpy(steps.train(iterator, num, config.max_seq_length))
             step += num
             interval_stats = stats if interval_stats is None else add_stats(interval_stats, stats)
             if step % log_every == 0 or step == total:

@@ -73,7 +73,8 @@ class PretrainingSteps:
                                               name="loss_scale_good_steps")
         self._forward_backward = tf.function(self._forward_backward_fn, jit_compile=jit_compile,
                                              reduce_retracing=True)
-        self.train = tf.function(self._train_fn)
+        self._train = tf.function(self._train_fn)
+        self._zeros = None
         self.evaluate = tf.function(self._evaluate_fn)
 
     def trackables(self):
@@ -154,10 +155,25 @@ class PretrainingSteps:
         batches = tuple(next(iterator) for _ in range(self.accumulation_steps))
         return self._first_local(self.strategy.run(self._replica_train, args=(batches,)))
 
-    def _train_fn(self, iterator, num_steps):
+    def _zero_stats(self, max_seq_length):
+        """Zeros shaped like a step's stats (one eager forward pass on a dummy row), so the step loop's
+        body is the only place the step is traced."""
+        ids = tf.ones([1, max_seq_length], tf.int32) * 5
+        dummy = {"input_ids": ids, "input_mask": tf.ones_like(ids), "segment_ids": tf.zeros_like(ids)}
+        stats = dict(self.pretrainer.compute_losses(dummy, training=False,
+                                                    seed_generator=StepSeedGenerator([0, 0]))["stats"])
+        stats.update({TOKENS: 0.0, EXAMPLES: 0.0, SKIPPED: 0.0})
+        return {k: tf.zeros_like(tf.cast(v, tf.float32)) for k, v in stats.items()}
+
+    def train(self, iterator, num_steps, max_seq_length=8):
         """Runs num_steps (≥ 1) updates; returns their stats, summed over replicas and steps."""
-        stats = self._one_step(iterator)
-        for _ in tf.range(num_steps - 1):
+        if self._zeros is None:
+            self._zeros = self._zero_stats(max_seq_length)
+        return self._train(iterator, tf.constant(num_steps, tf.int64), self._zeros)
+
+    def _train_fn(self, iterator, num_steps, zeros):
+        stats = dict(zeros)
+        for _ in tf.range(num_steps):
             stats = add_stats(stats, self._one_step(iterator))
         return stats
 

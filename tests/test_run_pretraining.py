@@ -1,0 +1,147 @@
+"""run_pretraining.py end to end on a tiny dataset: bad input stops before anything is written, a run
+writes its model folder (config, vocabulary, checkpoints, TensorBoard scalars, eval results), a run
+killed with SIGKILL resumes from its last complete checkpoint, --init-checkpoint starts from weights."""
+import json
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import tensorflow as tf
+
+import run_pretraining
+from tests.conftest import REPO_ROOT
+from training.testing import MICRO_MODEL, build_tiny_dataset
+
+FAST = {"model_size": "electra_tiny", "model_hparam_overrides": MICRO_MODEL, "train_batch_size": 8, "eval_batch_size": 8,
+        "num_warmup_steps": 10, "iterations_per_loop": 10}
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("electra_data")
+    build_tiny_dataset(folder, max_seq_length=32, num_shards=2, max_documents=40)
+    return folder
+
+
+def hparams(**extra):
+    return json.dumps({**FAST, **extra})
+
+
+def cli(data_dir, *args, model="electra_tiny"):
+    return ["--model-name", model, "--data-dir", str(data_dir), *args]
+
+
+@pytest.mark.parametrize("case, fragment", [
+    ("no_metadata", "no metadata.json"),
+    ("seq_length", "max_seq_length=32 but --hparams says 64"),
+    ("vocab", "vocab_size"),
+    ("unknown_model", "is not a model size"),
+    ("malformed", "malformed JSON"),
+    ("unknown_key", "unknown key(s) learning_rat"),
+    ("batch", "not divisible"),
+])
+def test_bad_input_is_one_line_exit_2_and_nothing_written(data_dir, tmp_path, capsys, case, fragment):
+    """Each mistake stops with one line on stderr and exit code 2, before a model folder exists."""
+    args = {
+        "no_metadata": cli(tmp_path, "--hparams", hparams()),
+        "seq_length": cli(data_dir, "--hparams", hparams(max_seq_length=64), model="bad_seq"),
+        "vocab": cli(data_dir, "--hparams", hparams(vocab_size=30522), model="bad_vocab"),
+        "unknown_model": cli(data_dir, model="my_model"),
+        "malformed": cli(data_dir, "--hparams", '{"learning_rate": ', model="bad_json"),
+        "unknown_key": cli(data_dir, "--hparams", '{"learning_rat": 1}', model="bad_key"),
+        "batch": cli(data_dir, "--hparams", hparams(train_batch_size=9, gradient_accumulation_steps=2),
+                     model="bad_batch"),
+    }[case]
+    if case == "no_metadata":
+        (tmp_path / "pretrain_tfrecords").mkdir()
+    before = sorted(p.name for p in (data_dir / "models").glob("*")) if (data_dir / "models").exists() else []
+    with pytest.raises(SystemExit) as exit_info:
+        run_pretraining.main(args)
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: ") and fragment in err[0], err
+    after = sorted(p.name for p in (data_dir / "models").glob("*")) if (data_dir / "models").exists() else []
+    assert after == before
+    assert not (tmp_path / "models").exists()
+
+
+def scalar_tags(folder):
+    tags = set()
+    for path in pathlib.Path(folder).glob("events.out.tfevents.*"):
+        for event in tf.compat.v1.train.summary_iterator(str(path)):
+            tags.update(value.tag for value in event.summary.value)
+    return tags
+
+
+def run_cli(data_dir, *args, model="electra_tiny"):
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", KERAS_BACKEND="tensorflow", PYTHONPATH=str(REPO_ROOT))
+    env.pop("TF_CONFIG", None)
+    return subprocess.Popen([sys.executable, "run_pretraining.py", *cli(data_dir, *args, model=model)],
+                            cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def saved_steps(model_dir):
+    state = tf.train.get_checkpoint_state(str(model_dir))
+    return [] if state is None else [int(p.rsplit("-", 1)[1]) for p in state.all_model_checkpoint_paths]
+
+
+def test_sigkill_mid_training_resumes_from_the_last_saved_step(data_dir):
+    """kill -9 while training: the restart resumes at the last listed checkpoint (complete, restorable)
+    with step, weights and optimizer state, and finishes; the model folder holds everything promised."""
+    model_dir = data_dir / "models" / "killed"
+    first = run_cli(data_dir, "--hparams", hparams(num_train_steps=100000, save_checkpoints_steps=20,
+                                                   keep_checkpoint_max=3, model_size="electra_tiny"),
+                    model="killed")
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and len(saved_steps(model_dir)) < 2 and first.poll() is None:
+        time.sleep(0.2)
+    first.send_signal(signal.SIGKILL)
+    first.wait()
+    listed = saved_steps(model_dir)
+    assert len(listed) >= 2, first.stdout.read()[-2000:]
+    last = max(listed)
+    for step in listed:  # every listed checkpoint is complete
+        assert (model_dir / f"ckpt-{step}.index").is_file()
+    resumed = run_cli(data_dir, "--hparams", hparams(num_train_steps=last + 20, save_checkpoints_steps=20,
+                                                     keep_checkpoint_max=3, model_size="electra_tiny",
+                                                     do_eval=True, num_eval_steps=3), model="killed")
+    output, _ = resumed.communicate(timeout=180)
+    assert resumed.returncode == 0, output[-3000:]
+    assert f"Resuming from {model_dir / f'ckpt-{last}'} at step {last}." in output
+    assert f"step {last + 10}/{last + 20}" in output  # it continued from there, not from 0
+    assert max(saved_steps(model_dir)) == last + 20
+    assert len(saved_steps(model_dir)) <= 3  # keep_checkpoint_max
+    saved = json.loads((model_dir / "config.json").read_text())
+    assert saved["vocab_size"] == json.loads((data_dir / "pretrain_tfrecords" / "metadata.json").read_text())[
+        "vocab"]["size"]
+    assert (model_dir / "vocab.txt").read_bytes() == (data_dir / "vocab.txt").read_bytes()
+    assert {"learning_rate", "total_loss", "disc_auc", "masked_lm_loss"} <= scalar_tags(model_dir / "logs" / "train")
+    assert {"disc_auc", "masked_lm_accuracy"} <= scalar_tags(model_dir / "logs" / "eval")
+    results = json.loads((model_dir / "eval_results.json").read_text())
+    assert results["step"] == last + 20 and 0.0 <= results["disc_auc"] <= 1.0
+
+
+def test_init_checkpoint_starts_from_weights_with_a_fresh_optimizer(data_dir, capsys):
+    """A new model from another's checkpoint: same weights at step 0, then it trains and saves."""
+    source = data_dir / "models" / "source"
+    run_pretraining.main(cli(data_dir, "--hparams", hparams(num_train_steps=10, model_size="electra_tiny"),
+                             model="source"))
+    # learning_rate 0: the derived run must end with exactly the source's weights.
+    run_pretraining.main(cli(data_dir, "--hparams", hparams(num_train_steps=10, learning_rate=0.0),
+                             "--init-checkpoint", str(source), model="derived"))
+    out = capsys.readouterr().out
+    assert f"Starting from the weights of {source / 'ckpt-10'} with a fresh optimizer." in out
+    derived = data_dir / "models" / "derived"
+    assert saved_steps(derived) == [10]
+    derived_reader = tf.train.load_checkpoint(str(derived / "ckpt-10"))
+    source_reader = tf.train.load_checkpoint(str(source / "ckpt-10"))
+    assert int(derived_reader.get_tensor("optimizer/_iterations/.ATTRIBUTES/VARIABLE_VALUE")) == 10
+    model_keys = [k for k in source_reader.get_variable_to_shape_map()
+                  if k.startswith("model/weights_by_path/") and "seed" not in k]
+    assert len(model_keys) > 20
+    for key in model_keys:
+        assert (derived_reader.get_tensor(key) == source_reader.get_tensor(key)).all(), key
