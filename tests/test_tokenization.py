@@ -11,12 +11,11 @@ import unicodedata
 
 import numpy as np
 import pytest
+import transformers
 
 from data.errors import InputError
 from data.tokenization import (MAX_INPUT_CHARS_PER_WORD, SPECIAL_TOKENS, SpecialIds, Tokenizer, file_sha256,
                                load_tokenizer)
-
-transformers = pytest.importorskip("transformers")
 
 TRICKY = [
     "Hello, World! It's 3.14 -- isn't it? unaffable hellos",
