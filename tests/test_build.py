@@ -126,7 +126,7 @@ def test_overwrite_never_deletes_foreign_files(tmp_path, corpus_dir, vocab_file,
 def test_interrupted_build_leaves_no_metadata_and_no_partial_shards(tmp_path, corpus_dir, vocab_file,
                                                                      monkeypatch):
     calls = {"n": 0}
-    original = tfrecords.ExampleSerializer.serialize
+    original = tfrecords.ExampleSerializer.serialize_packed
 
     def failing(self, *args):
         calls["n"] += 1
@@ -134,7 +134,7 @@ def test_interrupted_build_leaves_no_metadata_and_no_partial_shards(tmp_path, co
             raise KeyboardInterrupt  # what Ctrl-C looks like mid-build
         return original(self, *args)
 
-    monkeypatch.setattr(tfrecords.ExampleSerializer, "serialize", failing)
+    monkeypatch.setattr(tfrecords.ExampleSerializer, "serialize_packed", failing)
     with pytest.raises(KeyboardInterrupt):
         build(tmp_path, corpus_dir, vocab_file)
     output = tmp_path / "out"
