@@ -134,3 +134,46 @@ def test_two_replicas_equal_one_replica_on_the_global_batch(equivalence):
 def test_gradient_accumulation_equals_the_full_batch(equivalence):
     """2 accumulated micro-batches of 4 = one batch of 8, counted as one optimizer update."""
     check_same_step(equivalence["accumulated"])
+
+
+def free_ports(count):
+    sockets = [socket.socket() for _ in range(count)]
+    for s in sockets:
+        s.bind(("localhost", 0))
+    ports = [s.getsockname()[1] for s in sockets]
+    for s in sockets:
+        s.close()
+    return ports
+
+
+def test_two_worker_multi_worker_mirrored_run_trains_and_checkpoints(tmp_path):
+    """2 processes on localhost (TF_CONFIG): 2 replicas, a few steps, the chief writes the checkpoint,
+    the other worker's scratch checkpoint folder is removed."""
+    from training.testing import MICRO_MODEL, build_tiny_dataset
+
+    build_tiny_dataset(tmp_path, max_seq_length=32, num_shards=2, max_documents=30)
+    workers = [f"localhost:{port}" for port in free_ports(2)]
+    hparams = json.dumps({"model_size": "electra_tiny", "model_hparam_overrides": MICRO_MODEL,
+                          "train_batch_size": 8, "num_train_steps": 6, "iterations_per_loop": 3,
+                          "save_checkpoints_steps": 3, "num_warmup_steps": 2})
+    processes = []
+    for index in range(2):
+        tf_config = json.dumps({"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}})
+        processes.append(subprocess.Popen(
+            [sys.executable, "run_pretraining.py", "--model-name", "mw", "--data-dir", str(tmp_path),
+             "--hparams", hparams], cwd=REPO_ROOT, env=subprocess_env(TF_CONFIG=tf_config),
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    try:
+        outputs = [p.communicate(timeout=240)[0] for p in processes]
+    finally:
+        for p in processes:
+            if p.poll() is None:
+                p.kill()
+    assert [p.returncode for p in processes] == [0, 0], outputs[0][-3000:] + outputs[1][-3000:]
+    assert "with 2 replica(s)" in outputs[0], outputs[0][-2000:]
+    assert "Pretraining" not in outputs[1]  # only the chief reports
+    assert "step 6/6" in outputs[0]
+    model_dir = tmp_path / "models" / "mw"
+    assert (model_dir / "ckpt-6.index").is_file() and (model_dir / "ckpt-3.index").is_file()
+    assert (model_dir / "config.json").is_file()
+    assert not (model_dir / ".worker_scratch" / "worker_1").exists()

@@ -37,6 +37,8 @@ def describe(strategy):
     kind = type(strategy).__name__
     if kind == "_DefaultDistributionStrategy":
         kind = "default strategy"
+    elif isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+        kind = "MultiWorkerMirroredStrategy"
     return f"{kind} with {strategy.num_replicas_in_sync} replica(s)"
 
 
