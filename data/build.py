@@ -180,16 +180,16 @@ def build_dataset(settings: BuildSettings, files: Sequence[pathlib.Path], metada
                          f"{settings.num_processes}; each process needs at least one shard")
     parts = assign_files(files, settings.num_processes)
     total_disk = sum(p.stat().st_size for p in files)
-    progress = ProgressLine("build", total_disk, lambda done, elapsed: _describe_build(counters, done, elapsed))
     counters = multiprocessing.get_context("spawn").Array("d", COUNTERS_PER_PROCESS * settings.num_processes,
                                                           lock=False)
+    progress = ProgressLine("build", total_disk, lambda done, elapsed: _describe_build(counters, done, elapsed))
     try:
         if settings.num_processes == 1:
             results = [_run_in_process(settings, parts[0], counters, progress)]
         else:
             results = _run_in_pool(settings, parts, counters, progress)
     except BaseException:
-        _remove_incomplete(output_dir)
+        _remove_partial_build(output_dir)
         raise
     seconds = progress.finish(_sum_counter(counters, 0))
     return _finish(settings, output_dir, results, len(files), metadata_extra, seconds)
@@ -245,8 +245,10 @@ def _describe_build(counters, done_disk: float, elapsed: float) -> str:
     return f"{text_mb:,.1f} MB text, {text_mb / elapsed:.2f} MB/s, {examples:,} examples"
 
 
-def _remove_incomplete(output_dir: pathlib.Path) -> None:
-    for path in output_dir.glob(f"*{tfrecords.TEMP_SUFFIX}"):
+def _remove_partial_build(output_dir: pathlib.Path) -> None:
+    """After a failure: the folder was emptied of old shards before the build, so every shard in it,
+    finished or not, belongs to this failed build."""
+    for path in output_dir.glob(f"{tfrecords.SHARD_PREFIX}-*"):
         path.unlink(missing_ok=True)
 
 

@@ -139,7 +139,7 @@ def test_interrupted_build_leaves_no_metadata_and_no_partial_shards(tmp_path, co
         build(tmp_path, corpus_dir, vocab_file)
     output = tmp_path / "out"
     assert not (output / "metadata.json").exists()
-    assert not list(output.glob("*" + tfrecords.TEMP_SUFFIX))
+    assert not list(output.glob(tfrecords.SHARD_PREFIX + "*")), "no shard of the failed build is left"
     with pytest.raises(InputError, match="no metadata.json"):
         tfrecords.load_metadata(output)
 
@@ -219,3 +219,17 @@ def test_bad_input_is_one_line_and_exit_code_2(tmp_path, corpus_dir, vocab_file,
              "no_specials": "bad_vocab.txt", "short_length": "--max-seq-length"}[case]
     assert named in error_lines[0]
     assert not (output / "metadata.json").exists()
+
+
+def test_a_failing_worker_process_stops_the_build_cleanly(tmp_path, vocab_file, capsys):
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "good.txt").write_text("a good line of text\n" * 2000)
+    (corpus / "bad.txt").write_bytes(b"fine\n" * 100 + b"broken \xff byte\n")
+    with pytest.raises(SystemExit) as exit_info:
+        build(tmp_path, corpus, vocab_file, "--strict", "--num-processes", "2")
+    assert exit_info.value.code == 2
+    assert "bad.txt:101" in capsys.readouterr().err
+    output = tmp_path / "out"
+    assert not (output / "metadata.json").exists()
+    assert not list(output.glob(tfrecords.SHARD_PREFIX + "*"))
