@@ -1,9 +1,10 @@
 """Corpus → tokenized, packed, sharded TFRecords, in one or several processes.
 
 Process j packs the files assigned to it and owns shards i with i % P == j, as the original builder did,
-so the output depends only on the inputs, the seed and the process count. Shards are written under
-temporary names and renamed when their process finishes; metadata.json, written last, marks the folder
-complete.
+so the output depends only on the inputs, the seed and the process count. Unlike the original, files are
+balanced by size and large uncompressed files are cut at document boundaries, so one big file still
+keeps every process busy. Shards are written under temporary names and renamed when their process
+finishes; metadata.json, written last, marks the folder complete.
 """
 import dataclasses
 import math
@@ -23,6 +24,7 @@ from data.progress import ProgressLine
 TOKENIZE_BATCH_LINES = 2048
 TOKENIZE_BATCH_BYTES = 1 << 20
 TEXT_BYTES_PER_SHARD = 32 << 20
+PART_BYTES = 32 << 20  # large uncompressed files are cut at document boundaries into parts of this size
 MIN_AUTO_SHARDS = 8
 MAX_AUTO_SHARDS = 1024
 GZIP_TEXT_RATIO = 3  # typical compression of text, to size shards before reading
@@ -77,29 +79,29 @@ def auto_num_shards(files: Sequence[pathlib.Path], num_processes: int) -> int:
     return math.ceil(shards / num_processes) * num_processes
 
 
-def assign_files(files: Sequence[pathlib.Path], num_processes: int) -> List[List[pathlib.Path]]:
-    """Balances files over processes by size (largest first to the lightest), deterministically."""
+def assign_parts(parts: Sequence[corpus_lib.CorpusPart], num_processes: int) -> List[List[corpus_lib.CorpusPart]]:
+    """Balances parts over processes by size (largest first to the lightest), deterministically."""
     loads = [0] * num_processes
-    parts: List[List[pathlib.Path]] = [[] for _ in range(num_processes)]
-    for path in sorted(files, key=lambda p: (-p.stat().st_size, str(p))):
+    assigned: List[List[corpus_lib.CorpusPart]] = [[] for _ in range(num_processes)]
+    for part in sorted(parts, key=lambda p: (-p.size, str(p.path), p.start)):
         lightest = loads.index(min(loads))
-        parts[lightest].append(path)
-        loads[lightest] += path.stat().st_size
-    return [sorted(part) for part in parts]
+        assigned[lightest].append(part)
+        loads[lightest] += part.size
+    return [sorted(group, key=lambda p: (str(p.path), p.start)) for group in assigned]
 
 
 def process_rng(seed: int, process_index: int) -> random.Random:
     return random.Random(f"{seed}/{process_index}")
 
 
-def build_part(settings: BuildSettings, process_index: int, files: Sequence[pathlib.Path],
+def build_part(settings: BuildSettings, process_index: int, parts: Sequence[corpus_lib.CorpusPart],
                counters=None) -> PartResult:
-    """Packs `files` into this process's shards. `counters` (a shared array) receives progress."""
+    """Packs `parts` into this process's shards. `counters` (a shared array) receives progress."""
     tokenizer = settings.tokenizer.load()
     special = tokenizer.special_ids
     rng = process_rng(settings.seed, process_index)
-    files = list(files)
-    rng.shuffle(files)  # the original shuffled each process's files too
+    parts = list(parts)
+    rng.shuffle(parts)  # the original shuffled each process's files too
     builder = ExampleBuilder(settings.max_seq_length, special.cls, special.sep, special.pad, rng)
     serializer = tfrecords.ExampleSerializer(tokenizer.vocab_size, settings.max_seq_length)
     owned = list(range(process_index, settings.num_shards, settings.num_processes))
@@ -124,10 +126,10 @@ def build_part(settings: BuildSettings, process_index: int, files: Sequence[path
             emit(builder.end_document())
 
     try:
-        for path in files:
+        for part in parts:
             stats = corpus_lib.ReadStats()
             batch, batch_lines, batch_bytes = [], 0, 0
-            for document in corpus_lib.iter_documents(path, settings.corpus_format,
+            for document in corpus_lib.iter_documents(part, settings.corpus_format,
                                                       settings.blanks_separate_docs, stats, settings.strict):
                 batch.append(document)
                 batch_lines += len(document)
@@ -137,7 +139,7 @@ def build_part(settings: BuildSettings, process_index: int, files: Sequence[path
                     batch, batch_lines, batch_bytes = [], 0, 0
                     _publish(counters, offset, result.read, stats, result.examples)
             pack(batch)
-            emit(builder.end_document())  # the end of a file ends a document, as in the original
+            emit(builder.end_document())  # the end of a file (or part) ends a document, as in the original
             result.read.add(stats)
             _publish(counters, offset, result.read, corpus_lib.ReadStats(), result.examples)
         result.shards = writer.commit()
@@ -168,8 +170,8 @@ def _init_worker(counters):
     _worker_counters = counters
 
 
-def _worker(settings: BuildSettings, process_index: int, files: List[pathlib.Path]) -> PartResult:
-    return build_part(settings, process_index, files, _worker_counters)
+def _worker(settings: BuildSettings, process_index: int, parts: List[corpus_lib.CorpusPart]) -> PartResult:
+    return build_part(settings, process_index, parts, _worker_counters)
 
 
 def build_dataset(settings: BuildSettings, files: Sequence[pathlib.Path], metadata_extra: Dict) -> Dict:
@@ -178,7 +180,8 @@ def build_dataset(settings: BuildSettings, files: Sequence[pathlib.Path], metada
     if settings.num_shards < settings.num_processes:
         raise InputError(f"--num-shards {settings.num_shards} is fewer than --num-processes "
                          f"{settings.num_processes}; each process needs at least one shard")
-    parts = assign_files(files, settings.num_processes)
+    parts = assign_parts(corpus_lib.split_large_files(files, settings.corpus_format, settings.blanks_separate_docs,
+                                                      PART_BYTES), settings.num_processes)
     total_disk = sum(p.stat().st_size for p in files)
     counters = multiprocessing.get_context("spawn").Array("d", COUNTERS_PER_PROCESS * settings.num_processes,
                                                           lock=False)
@@ -195,7 +198,7 @@ def build_dataset(settings: BuildSettings, files: Sequence[pathlib.Path], metada
     return _finish(settings, output_dir, results, len(files), metadata_extra, seconds)
 
 
-def _run_in_process(settings, files, counters, progress) -> PartResult:
+def _run_in_process(settings, parts, counters, progress) -> PartResult:
     import threading
 
     done = threading.Event()
@@ -203,7 +206,7 @@ def _run_in_process(settings, files, counters, progress) -> PartResult:
 
     def run():
         try:
-            box["result"] = build_part(settings, 0, files, counters)
+            box["result"] = build_part(settings, 0, parts, counters)
         except BaseException as error:  # re-raised in the caller's thread
             box["error"] = error
         finally:

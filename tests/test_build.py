@@ -233,3 +233,18 @@ def test_a_failing_worker_process_stops_the_build_cleanly(tmp_path, vocab_file, 
     output = tmp_path / "out"
     assert not (output / "metadata.json").exists()
     assert not list(output.glob(tfrecords.SHARD_PREFIX + "*"))
+
+
+def test_one_large_file_is_shared_by_two_processes(tmp_path, corpus_dir, vocab_file, monkeypatch):
+    import data.build
+
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    one_file = corpus / "all.txt"
+    one_file.write_text("\n\n".join(p.read_text().strip() for p in sorted(corpus_dir.glob("*.txt"))) + "\n")
+    monkeypatch.setattr(data.build, "PART_BYTES", one_file.stat().st_size // 5)
+    _, single = build(tmp_path, corpus, vocab_file, "--num-shards", "4", name="single")
+    output, double = build(tmp_path, corpus, vocab_file, "--num-processes", "2", "--num-shards", "4", name="double")
+    assert double["counts"]["documents"] == single["counts"]["documents"]
+    assert double["counts"]["lines"] == single["counts"]["lines"]
+    assert all(shard["examples"] > 0 for shard in double["shards"]), "both processes had work"

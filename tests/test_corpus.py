@@ -89,3 +89,41 @@ def test_unknown_format_is_an_error(tmp_path):
     path = write(tmp_path / "c.txt", "x\n")
     with pytest.raises(InputError, match="unknown corpus format"):
         list(iter_documents(path, "html"))
+
+
+def _documents_of_parts(parts, corpus_format):
+    return [doc for part in parts for doc in iter_documents(part, corpus_format)]
+
+
+@pytest.mark.parametrize("corpus_format", ["plain", "wikiextractor"])
+def test_large_files_are_cut_at_document_boundaries_without_losing_text(tmp_path, corpus_format):
+    from data.corpus import CorpusPart, split_large_files
+
+    if corpus_format == "plain":
+        text = "\n\n".join(f"Document {d} first line.\nDocument {d} second line." for d in range(300)) + "\n"
+    else:
+        text = "".join(f'<doc id="{d}">\nTitle {d}\n\nParagraph one of {d}.\nParagraph two.\n</doc>\n'
+                       for d in range(300))
+    path = write(tmp_path / "big.txt", text)
+    parts = split_large_files([path], corpus_format, True, part_bytes=1000)
+    assert len(parts) > 5
+    assert parts[0].start == 0 and parts[-1].end is None
+    assert all(a.end == b.start for a, b in zip(parts, parts[1:])), "parts are contiguous"
+    assert sum(p.size for p in parts) == path.stat().st_size
+    assert _documents_of_parts(parts, corpus_format) == list(iter_documents(path, corpus_format))
+    stats = ReadStats()
+    for part in parts:
+        list(iter_documents(part, corpus_format, stats=stats))
+    assert stats.disk_bytes == stats.text_bytes == path.stat().st_size
+    assert parts == split_large_files([path], corpus_format, True, part_bytes=1000), "deterministic"
+    assert split_large_files([path], corpus_format, True, part_bytes=10**9) == [CorpusPart(path)]
+
+
+def test_files_that_cannot_be_cut_stay_whole(tmp_path):
+    from data.corpus import CorpusPart, split_large_files
+
+    text = "\n\n".join(f"Document {d}." for d in range(500))
+    gz = write(tmp_path / "big.txt.gz", text, compress=True)
+    plain = write(tmp_path / "one_doc.txt", text)
+    assert split_large_files([gz], "plain", True, part_bytes=100) == [CorpusPart(gz)]
+    assert split_large_files([plain], "plain", False, part_bytes=100) == [CorpusPart(plain)]
