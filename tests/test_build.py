@@ -248,3 +248,21 @@ def test_one_large_file_is_shared_by_two_processes(tmp_path, corpus_dir, vocab_f
     assert double["counts"]["documents"] == single["counts"]["documents"]
     assert double["counts"]["lines"] == single["counts"]["lines"]
     assert all(shard["examples"] > 0 for shard in double["shards"]), "both processes had work"
+
+
+@pytest.mark.parametrize("vocab_type, learned_name", [("wordpiece", "vocab.txt"), ("sentencepiece", "spm.model")])
+def test_without_a_vocabulary_one_is_learned_into_the_data_dir(tmp_path, corpus_dir, vocab_type, learned_name):
+    from data.tokenization import file_sha256
+
+    args = ["--corpus-dir", str(corpus_dir), "--data-dir", str(tmp_path), "--vocab-size", "1000",
+            "--vocab-type", vocab_type, "--max-seq-length", "64"]
+    metadata = cli.main(args)
+    learned = tmp_path / learned_name
+    assert learned.is_file()
+    assert metadata["vocab"]["file"] == str(learned.resolve())
+    assert metadata["vocab"]["sha256"] == file_sha256(learned)
+    assert metadata["vocab"]["kind"] == vocab_type and 900 <= metadata["vocab"]["size"] <= 1000
+    assert (tmp_path / "pretrain_tfrecords" / "metadata.json").is_file()
+    # A second build reuses the learned vocabulary rather than learning another.
+    again = cli.main(args + ["--overwrite"])
+    assert again["vocab"]["sha256"] == metadata["vocab"]["sha256"]
