@@ -6,9 +6,15 @@ BIN := $(VENV)/bin
 
 .PHONY: demo test clean-venv
 
+# The demo keeps to its own data directory, so it never touches a dataset or model of yours.
+DEMO_DATA := electra_demo
+DEMO_PRETRAIN_HPARAMS := {"num_train_steps": 250, "iterations_per_loop": 25, "save_checkpoints_steps": 125, "do_eval": true, "num_eval_steps": 10}
+
 demo: $(VENV)/.runtime-installed
-	$(BIN)/python build_pretraining_dataset.py --overwrite
-	$(BIN)/python -m data.inspect_dataset
+	ELECTRA_DATA_DIR=$(DEMO_DATA) $(BIN)/python build_pretraining_dataset.py --overwrite
+	ELECTRA_DATA_DIR=$(DEMO_DATA) $(BIN)/python -m data.inspect_dataset
+	ELECTRA_DATA_DIR=$(DEMO_DATA) $(BIN)/python run_pretraining.py --model-name electra_tiny \
+		--hparams '$(DEMO_PRETRAIN_HPARAMS)'
 
 test: $(VENV)/.test-installed
 	$(BIN)/python -m pytest
