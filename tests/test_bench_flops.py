@@ -1,0 +1,75 @@
+"""bench/flops.py: the analytic FLOP count of a pretraining step (REPRODUCTION_NOTES §8)."""
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import textwrap
+
+from bench import flops
+from configs.pretraining_config import PretrainingConfig
+from tests.test_model_fixtures import TINY_HPARAMS, tiny_config
+
+REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def test_electra_small_at_128_is_about_1e10_per_sequence():
+    config = PretrainingConfig.create({"model_size": "electra_small", "max_seq_length": 128})
+    assert config.generator_hidden_size == 0.25 and config.max_predictions_per_seq == 19
+    per_sequence = flops.train_flops_per_sequence(config)
+    # §8: "~1.0e10 per length-128 sequence for Small" (matmuls only here: 8.98e9)
+    assert 0.85e10 < per_sequence < 1.15e10, per_sequence
+    breakdown = flops.config_breakdown(config)
+    assert per_sequence == 3 * sum(breakdown.values())
+    # the discriminator dominates; the vocabulary projection is counted at the 19 masked slots only
+    assert breakdown[("generator", "vocabulary projection (masked positions)")] == 2 * 19 * 128 * 30522
+    discriminator = sum(v for (tower, _), v in breakdown.items() if tower == "discriminator")
+    assert 0.85 < discriminator / sum(breakdown.values()) < 0.9
+
+
+def test_electra_base_at_128_matches_the_notes():
+    config = PretrainingConfig.create({"model_size": "electra_base", "max_seq_length": 128})
+    # §8: 7.7e10 per length-128 sequence for Base (the paper's count includes a little more than matmuls)
+    assert 6.5e10 < flops.train_flops_per_sequence(config) < 8.5e10
+
+
+def test_tiny_config_by_hand():
+    config = tiny_config()  # S 16, discriminator H 32 / F 64 / E 16, generator H 16 / F 64, 2 layers, V 60, N 2
+    s, v, n, e = 16, 60, 2, 16
+
+    def tower(h, f, layers):  # embeddings_project only where E != H (the generator here has H = E = 16)
+        return (2 * s * e * h if h != e else 0) + layers * (4 * 2 * s * h * h + 2 * 2 * s * s * h + 2 * 2 * s * h * f)
+
+    generator = tower(16, 64, 2) + 2 * n * 16 * e + 2 * n * e * v
+    discriminator = tower(32, 64, 2) + 2 * s * 32 * 32 + 2 * s * 32
+    assert flops.forward_flops(flops.config_breakdown(config)) == generator + discriminator
+    assert flops.train_flops_per_sequence(config) == 3 * (generator + discriminator)
+
+
+DIRECT_SCRIPT = textwrap.dedent('''
+    import json
+    from bench import flops
+    from tests.test_model_fixtures import tiny_config
+    from configs.pretraining_config import PretrainingConfig
+    results = {}
+    for name, config in {"tiny": tiny_config(),
+                         "tiny_small_generator": tiny_config(generator_hidden_size=0.25),
+                         "tiny_full_generator": tiny_config(generator_hidden_size=1.0)}.items():
+        results[name] = [flops.direct_forward_flops(config),
+                         flops.forward_flops(flops.config_breakdown(config))]
+    print("RESULTS" + json.dumps(results))
+''')
+
+
+def test_formula_matches_the_matmuls_the_model_runs():
+    """Every dot_general of the real model's traced training forward pass, summed, equals the formula."""
+    env = dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu", PYTHONPATH=str(REPO_ROOT))
+    completed = subprocess.run([sys.executable, "-c", DIRECT_SCRIPT], cwd=REPO_ROOT, env=env,
+                               capture_output=True, text=True, timeout=300)
+    lines = [line for line in completed.stdout.splitlines() if line.startswith("RESULTS")]
+    assert completed.returncode == 0 and lines, completed.stderr[-3000:]
+    results = json.loads(lines[-1][len("RESULTS"):])
+    assert set(results) == {"tiny", "tiny_small_generator", "tiny_full_generator"}
+    for name, (direct, analytic) in results.items():
+        assert direct == analytic, (name, direct, analytic)
+    assert TINY_HPARAMS["max_seq_length"] == 16
