@@ -7,8 +7,19 @@ from model.layer_norm import layer_norm
 
 
 def gather_positions(sequence, positions):
-    """sequence [batch, seq, dim], positions int32 [batch, n] → [batch, n, dim]."""
-    return ops.take_along_axis(sequence, ops.cast(positions, "int32")[:, :, None], axis=1)
+    """sequence [batch, seq, dim], positions int32 [batch, n] → [batch, n, dim].
+
+    A row gather from the flattened [batch·seq, dim] sequence (what the original's gather_indexes
+    does): the same values as take_along_axis(axis=1), without broadcasting the indices to
+    [batch, n, dim], so its gradient is a scatter of batch·n rows instead of batch·n·dim elements.
+    """
+    sequence = ops.convert_to_tensor(sequence)
+    batch, length, width = ops.shape(sequence)[0], ops.shape(sequence)[1], ops.shape(sequence)[2]
+    positions = ops.cast(positions, "int32")
+    num_positions = ops.shape(positions)[1]
+    flat_positions = ops.reshape(positions + length * ops.arange(batch, dtype="int32")[:, None], (-1,))
+    rows = ops.take(ops.reshape(sequence, (batch * length, width)), flat_positions, axis=0)
+    return ops.reshape(rows, (batch, num_positions, width))
 
 
 class GeneratorHead(keras.layers.Layer):
