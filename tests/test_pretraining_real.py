@@ -1,0 +1,85 @@
+"""Real-data tier: electra_tiny on the shared Wikipedia text with BERT's vocabulary learns.
+
+The first ~1.5 MB of one WikiExtractor shard (61 articles) is built into 4 shards of 64-token examples
+(the last held out for evaluation); electra_tiny trains 300 steps of 16 sequences. Measured on a loaded
+2-core CPU (about 75-95 s for the whole test):
+
+- generator MLM loss: 10.08 over steps 1-25 (ln 30522 = 10.33 at init) → 7.06 over steps 276-300;
+  7.22 on the held-out shard, MLM accuracy 0.063;
+- discriminator AUC: 0.60 over steps 1-25, 0.81 over steps 26-50, then 0.53-0.63 (the generator has
+  learned the unigram distribution, so its fakes are common words, which a 2-layer, 64-wide discriminator
+  tells apart only weakly in a few hundred steps); 0.54 on the held-out shard, with recall ≈ 0.02.
+
+So the assertions are: the MLM loss falls by ≥ 2 nats (measured ≈ 3), the held-out MLM loss is ≥ 2.5 nats
+below uniform guessing (measured 3.1), the discriminator's AUC rises clearly above 0.5 early (≥ 0.7,
+measured 0.81) and stays above chance on held-out data (> 0.52, measured 0.54). A collapsed run (e.g.
+learning_rate 3e-3 here: AUC 0.50, recall 0) fails the last two.
+"""
+import gzip
+import json
+import math
+import pathlib
+
+import tensorflow as tf
+
+import build_pretraining_dataset
+import run_pretraining
+
+TEXT_BYTES = 1_500_000
+STEPS, LOG_EVERY = 300, 25
+
+
+def write_wikipedia_slice(shard, folder, max_bytes=TEXT_BYTES):
+    """The first whole articles of a WikiExtractor shard, up to about max_bytes of text."""
+    folder.mkdir(parents=True, exist_ok=True)
+    size = 0
+    with gzip.open(shard, "rt", encoding="utf-8") as source, open(folder / "wiki.txt", "w",
+                                                                   encoding="utf-8") as target:
+        for line in source:
+            target.write(line)
+            size += len(line)
+            if line.startswith("</doc>") and size > max_bytes:
+                break
+    return folder
+
+
+def train_scalars(model_dir, tag):
+    values = {}
+    for path in sorted((pathlib.Path(model_dir) / "logs" / "train").glob("events.out.tfevents.*")):
+        for event in tf.compat.v1.train.summary_iterator(str(path)):
+            for value in event.summary.value:
+                if value.tag == tag:
+                    values[event.step] = float(tf.make_ndarray(value.tensor))
+    return values
+
+
+def test_tiny_electra_on_wikipedia_learns(tmp_path, wiki_shards, bert_vocab_file, capsys):
+    corpus = write_wikipedia_slice(wiki_shards[0], tmp_path / "corpus")
+    build_pretraining_dataset.main([
+        "--corpus-dir", str(corpus), "--corpus-format", "wikiextractor", "--vocab-file", str(bert_vocab_file),
+        "--data-dir", str(tmp_path), "--max-seq-length", "64", "--num-shards", "4", "--num-processes", "1"])
+    hparams = {"model_size": "electra_tiny", "num_train_steps": STEPS, "iterations_per_loop": LOG_EVERY,
+               "train_batch_size": 16, "eval_batch_size": 32, "num_warmup_steps": 30,
+               "save_checkpoints_steps": STEPS, "do_eval": True, "num_eval_steps": 10}
+    run_pretraining.main(["--model-name", "wiki_tiny", "--data-dir", str(tmp_path),
+                          "--hparams", json.dumps(hparams)])
+    out = capsys.readouterr().out
+    assert "3 training shard(s), 1 eval shard(s)" in out  # evaluation reads a held-out shard
+    model_dir = tmp_path / "models" / "wiki_tiny"
+
+    mlm = train_scalars(model_dir, "masked_lm_loss")
+    auc = train_scalars(model_dir, "disc_auc")
+    assert sorted(mlm) == list(range(LOG_EVERY, STEPS + 1, LOG_EVERY)), mlm
+    uniform = math.log(30522)
+    first, last = mlm[LOG_EVERY], mlm[STEPS]
+    print(f"MLM loss {first:.3f} → {last:.3f}; disc AUC by interval {[round(auc[s], 3) for s in sorted(auc)]}")
+    assert first > uniform - 1.0  # the first steps start from (near) uniform guessing
+    assert first - last >= 2.0, mlm
+    assert max(auc.values()) >= 0.7, auc
+
+    results = json.loads((model_dir / "eval_results.json").read_text())
+    print(f"held-out: {results}")
+    assert results["step"] == STEPS
+    assert results["masked_lm_loss"] <= uniform - 2.5, results
+    assert results["masked_lm_accuracy"] > 0.03, results
+    assert results["disc_auc"] > 0.52, results
