@@ -129,8 +129,17 @@ class Run:
                 boundaries.append((step // every + 1) * every)
             num = min(boundaries) - step
             stats = to_numpy(steps.train(iterator, num, config.max_seq_length))
-            step += num
+            # Updates, not loop iterations: a float16 step skipped for non-finite gradients does not
+            # count (optimizer.iterations stays), so the run makes num_train_steps real updates and a
+            # checkpoint's number is its optimizer step (what a resume restarts from).
+            previous, step = step, int(optimizer.iterations.numpy())
+            if step == previous and steps.dynamic_loss_scale and float(steps.loss_scale.numpy()) <= 1.0:
+                raise RuntimeError(
+                    f"training diverged at step {step}: every update of the last {num} had non-finite "
+                    "gradients even at loss scale 1; lower learning_rate or use mixed_bfloat16/float32")
             interval_stats = stats if interval_stats is None else add_stats(interval_stats, stats)
+            if step == previous:
+                continue  # all skipped: no boundary reached, nothing new to log or save
             if step % log_every == 0 or step == total:
                 elapsed = max(time.monotonic() - interval_start, 1e-9)
                 metrics = pretrainer.finalize_metrics(interval_stats)

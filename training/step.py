@@ -14,7 +14,8 @@ and `optimizer.iterations` counts updates, which is what the schedule reads.
 Under mixed_float16 the loss is scaled by a dynamic loss scale (ours, not keras' LossScaleOptimizer,
 whose per-replica finiteness check and conditional update do not compose with the cross-replica sum):
 gradients are unscaled before the all-reduce; when any replica's gradient is not finite, no replica
-updates, the scale halves, and the step does not count; after 2000 good updates the scale doubles.
+updates, the scale halves, and the step does not count (the run loop counts optimizer updates); after
+loss_scale_growth_interval (2000) good updates in a row the scale doubles.
 """
 import tensorflow as tf
 
@@ -55,7 +56,8 @@ class PretrainingSteps:
     """
 
     def __init__(self, strategy, pretrainer, optimizer, *, seed=0, accumulation_steps=1, jit_compile=False,
-                 dynamic_loss_scale=False, loss_fn=None):
+                 dynamic_loss_scale=False, loss_fn=None, initial_loss_scale=INITIAL_LOSS_SCALE,
+                 loss_scale_growth_interval=LOSS_SCALE_GROWTH_INTERVAL):
         self.strategy = strategy
         self.pretrainer = pretrainer
         self.optimizer = optimizer
@@ -64,10 +66,11 @@ class PretrainingSteps:
         self.loss_fn = loss_fn or default_loss_fn(pretrainer)
         self.variables = list(pretrainer.trainable_variables)
         self.dynamic_loss_scale = dynamic_loss_scale
+        self.loss_scale_growth_interval = int(loss_scale_growth_interval)
         if dynamic_loss_scale:
             with strategy.scope():
                 agg = tf.VariableAggregation.ONLY_FIRST_REPLICA
-                self.loss_scale = tf.Variable(INITIAL_LOSS_SCALE, trainable=False, dtype=tf.float32,
+                self.loss_scale = tf.Variable(float(initial_loss_scale), trainable=False, dtype=tf.float32,
                                               aggregation=agg, name="loss_scale")
                 self.good_steps = tf.Variable(0, trainable=False, dtype=tf.int64, aggregation=agg,
                                               name="loss_scale_good_steps")
@@ -124,7 +127,7 @@ class PretrainingSteps:
 
         def apply():
             self.optimizer.apply(total_gradients, self.variables)
-            grow = self.good_steps + 1 >= LOSS_SCALE_GROWTH_INTERVAL
+            grow = self.good_steps + 1 >= self.loss_scale_growth_interval
             self.loss_scale.assign(tf.where(grow, scale * 2.0, scale))
             self.good_steps.assign(tf.where(grow, tf.constant(0, tf.int64), self.good_steps + 1))
             return tf.constant(True)
