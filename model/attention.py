@@ -67,26 +67,10 @@ class SelfAttention(keras.layers.Layer):
         batch, seq = ops.shape(x)[0], ops.shape(x)[1]
         return ops.reshape(x, (batch, seq, self.num_heads, self.head_size))
 
-    def _project_qkv(self, hidden):
-        """Q, K, V [batch, seq, heads, dim] from one matmul with the three kernels side by side.
-
-        The same dot products as the three Dense layers (their variables, names and initialisers are
-        unchanged), but one [hidden, 3·hidden] matmul runs much closer to the matmul peak on CPU than
-        three narrow ones, and its backward pass is one matmul per gradient too.
-        """
-        dtype = self.compute_dtype
-        kernel = ops.concatenate([ops.cast(d.kernel, dtype) for d in (self.query, self.key, self.value)],
-                                 axis=-1)
-        bias = ops.concatenate([ops.cast(d.bias, dtype) for d in (self.query, self.key, self.value)],
-                               axis=-1)
-        hidden = ops.cast(hidden, dtype)
-        projected = ops.add(ops.matmul(hidden, kernel), bias)
-        batch, seq = ops.shape(hidden)[0], ops.shape(hidden)[1]
-        projected = ops.reshape(projected, (batch, seq, 3, self.num_heads, self.head_size))
-        return projected[:, :, 0], projected[:, :, 1], projected[:, :, 2]
-
     def call(self, hidden, input_mask, training=False, use_fused=None):
-        query, key, value = self._project_qkv(hidden)
+        query = self._split_heads(self.query(hidden))
+        key = self._split_heads(self.key(hidden))
+        value = self._split_heads(self.value(hidden))
         mask = padding_mask(input_mask)
         scale = 1.0 / math.sqrt(self.head_size)
         if use_fused is None:
