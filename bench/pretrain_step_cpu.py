@@ -1,0 +1,372 @@
+"""CPU speed of one ELECTRA pretraining step: ours (Keras 3 on TensorFlow) against Hugging Face PyTorch.
+
+    .venv/bin/python bench/pretrain_step_cpu.py [--steps 3] [--warmup 1] [--batch-size 128]
+        [--variants tf-fp32-xla,tf-fp32,tf-bf16-xla,tf-bf16,hf-fp32] [--threads 2]
+
+One run measures, each in its own subprocess (so TensorFlow's and PyTorch's thread pools never compete
+and each Keras dtype policy starts clean), one after the other:
+- the machine's float32 and bfloat16 matmul peak (a 4096³ matmul, several reps, in PyTorch and in
+  TensorFlow; the higher of the two is "the machine's measured peak");
+- our training step: build_pretrainer(PretrainingConfig electra_small, generator fraction 1/4), the
+  optimizer from model.optimization.create_optimizer, GradientTape over loss_denominators +
+  train_loss_and_stats, apply_gradients, all under one tf.function (XLA on or off), float32 or
+  mixed_bfloat16, on a synthetic batch of random token ids with a realistic input_mask;
+- the same step assembled from transformers' PyTorch ELECTRA classes: ElectraForMaskedLM generator
+  (hidden 64, 1 head, FFN 256) sharing the embeddings module of ElectraForPreTraining (hidden 256,
+  4 heads, FFN 1024), both 12 layers, embedding 128, vocab 30522; 15% masking (19 positions per
+  sequence, 85% [MASK]), Gumbel-max sampling without gradient, loss = MLM + 50·RTD, torch.optim.AdamW.
+
+Throughput is timed over --steps steps after --warmup steps (the first one includes compilation).
+FLOPs are analytic (bench/flops.py: matmuls as 2·m·n·k, backward = 2× forward); the table gives
+sequences/s, tokens/s, TFLOP/s achieved (analytic FLOPs × sequences/s), the fraction of the measured
+peak of the variant's precision and of the float32 peak, and the ratio to the Hugging Face baseline.
+"""
+import argparse
+import json
+import os
+import pathlib
+import shlex
+import subprocess
+import sys
+import time
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+VARIANTS = ("tf-fp32-xla", "tf-fp32", "tf-bf16-xla", "tf-bf16", "hf-fp32")
+DEFAULT_VARIANTS = "tf-fp32-xla,tf-fp32,tf-bf16-xla,tf-bf16,hf-fp32"
+PEAK_N = 4096
+PEAK_REPS = 5
+CLS, SEP, MASK = 101, 102, 103
+VOCAB = 30522
+
+
+def synthetic_batch(batch_size, seq_length, seed=0):
+    """Random WordPiece ids; 80% of the rows fill the whole length, the rest are 50-100% full.
+
+    [CLS] first, [SEP] after each of two segments, padding 0 after the end (what the dataset builder
+    writes: most examples are packed to the full length).
+    """
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    input_ids = np.zeros((batch_size, seq_length), "int32")
+    input_mask = np.zeros((batch_size, seq_length), "int32")
+    segment_ids = np.zeros((batch_size, seq_length), "int32")
+    for row in range(batch_size):
+        full = rng.random() < 0.8
+        length = seq_length if full else int(rng.integers(seq_length // 2, seq_length))
+        middle = int(rng.integers(2, length - 2))
+        input_ids[row, :length] = rng.integers(999, VOCAB, length)
+        input_ids[row, 0] = CLS
+        input_ids[row, middle] = SEP
+        input_ids[row, length - 1] = SEP
+        input_mask[row, :length] = 1
+        segment_ids[row, middle + 1:length] = 1
+    return {"input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids}
+
+
+def timed_steps(run_step, warmup, steps):
+    """(first step s, [timed step wall s], [timed step CPU s of this process, all threads]).
+
+    run_step must block until the step is done. CPU seconds ≈ threads × wall when the process had the
+    cores to itself; wall well above CPU/threads means it waited for cores (other load).
+    """
+    start = time.perf_counter()
+    run_step()
+    first = time.perf_counter() - start
+    for _ in range(warmup - 1):
+        run_step()
+    times, cpu_times = [], []
+    for _ in range(steps):
+        start, cpu_start = time.perf_counter(), time.process_time()
+        run_step()
+        times.append(time.perf_counter() - start)
+        cpu_times.append(time.process_time() - cpu_start)
+    return first, times, cpu_times
+
+
+# ---------------------------------------------------------------------------------------- workers
+def worker_peak_torch(args):
+    import torch
+
+    torch.set_num_threads(args.threads)
+    result = {}
+    for name, dtype in (("fp32", torch.float32), ("bf16", torch.bfloat16)):
+        a = torch.randn(PEAK_N, PEAK_N).to(dtype)
+        b = torch.randn(PEAK_N, PEAK_N).to(dtype)
+        torch.matmul(a, b)
+        best = float("inf")
+        for _ in range(PEAK_REPS):
+            start = time.perf_counter()
+            torch.matmul(a, b)
+            best = min(best, time.perf_counter() - start)
+        result[name] = 2 * PEAK_N ** 3 / best
+    return result
+
+
+def configure_tensorflow(threads, inter_op_threads=1):
+    """intra-op = the cores; inter-op 1: with 2 cores, two concurrent ops that each spread over both
+    cores oversubscribe them (measured: 1 inter-op thread is ~1.4x faster than 2 for this step)."""
+    import tensorflow as tf
+
+    tf.config.threading.set_intra_op_parallelism_threads(threads)
+    tf.config.threading.set_inter_op_parallelism_threads(inter_op_threads)
+    return tf
+
+
+def worker_peak_tf(args):
+    tf = configure_tensorflow(args.threads, args.inter_op_threads)
+    result = {}
+    for name, dtype in (("fp32", tf.float32), ("bf16", tf.bfloat16)):
+        a = tf.cast(tf.random.normal((PEAK_N, PEAK_N)), dtype)
+        b = tf.cast(tf.random.normal((PEAK_N, PEAK_N)), dtype)
+        tf.matmul(a, b).numpy()
+        best = float("inf")
+        for _ in range(PEAK_REPS):
+            start = time.perf_counter()
+            tf.matmul(a, b).numpy()
+            best = min(best, time.perf_counter() - start)
+        result[name] = 2 * PEAK_N ** 3 / best
+    return result
+
+
+def worker_tf(args, precision, xla):
+    tf = configure_tensorflow(args.threads, args.inter_op_threads)
+    import keras
+
+    from bench.flops import train_flops_per_sequence
+    from configs.pretraining_config import PretrainingConfig
+    from model.optimization import create_optimizer
+    from pretrain.builder import build_pretrainer
+
+    policy = "mixed_bfloat16" if precision == "bf16" else "float32"
+    keras.mixed_precision.set_dtype_policy(policy)
+    config = PretrainingConfig.create({
+        "model_size": "electra_small", "max_seq_length": args.seq_length,
+        "train_batch_size": args.batch_size, "mixed_precision": policy, "use_xla": xla})
+    assert config.generator_hidden_size == 0.25, config.generator_hidden_size
+    generator = config.generator_model_config()
+    model = build_pretrainer(config)
+    optimizer = create_optimizer(config.learning_rate, config.num_train_steps, config.num_warmup_steps,
+                                 weight_decay_rate=config.weight_decay_rate,
+                                 lr_decay_power=config.lr_decay_power, optimizer=config.optimizer,
+                                 epsilon=config.adam_epsilon, clip_norm=config.clip_norm)
+    optimizer.build(model.trainable_variables)
+    batch = {k: tf.constant(v) for k, v in synthetic_batch(args.batch_size, args.seq_length).items()}
+
+    @tf.function(jit_compile=xla)
+    def train_step(batch):
+        denominators = model.loss_denominators(batch)
+        with tf.GradientTape() as tape:
+            loss, stats = model.train_loss_and_stats(batch, denominators)
+        grads = tape.gradient(loss, model.trainable_variables)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        return loss, stats
+
+    losses = []
+
+    def run_step():
+        loss, _ = train_step(batch)
+        losses.append(float(loss))
+
+    first, times, cpu_times = timed_steps(run_step, args.warmup, args.steps)
+    return {"first_step_s": first, "step_times_s": times, "step_cpu_s": cpu_times, "losses": losses,
+            "flops_per_sequence": train_flops_per_sequence(config, args.seq_length),
+            "generator": f"hidden {generator.hidden_size}, {generator.num_heads} head(s), "
+                         f"FFN {generator.intermediate_size}, fraction {config.generator_hidden_size}",
+            "onednn": os.environ.get("TF_ENABLE_ONEDNN_OPTS", "default (on for x86 Linux builds)"),
+            "tensorflow": tf.__version__, "keras": keras.__version__}
+
+
+def worker_hf(args):
+    import torch
+    import transformers
+    from transformers import ElectraConfig, ElectraForMaskedLM, ElectraForPreTraining
+
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    common = dict(vocab_size=VOCAB, embedding_size=128, num_hidden_layers=12, max_position_embeddings=512,
+                  type_vocab_size=2, hidden_act="gelu", hidden_dropout_prob=0.1,
+                  attention_probs_dropout_prob=0.1, layer_norm_eps=1e-12)
+    discriminator = ElectraForPreTraining(ElectraConfig(hidden_size=256, num_attention_heads=4,
+                                                        intermediate_size=1024, **common))
+    generator = ElectraForMaskedLM(ElectraConfig(hidden_size=64, num_attention_heads=1,
+                                                 intermediate_size=256, **common))
+    generator.electra.embeddings = discriminator.electra.embeddings
+    generator.tie_weights()  # the generator's output table is the shared word table
+    discriminator.train()
+    generator.train()
+    params = {id(p): p for p in list(discriminator.parameters()) + list(generator.parameters())}
+    optimizer = torch.optim.AdamW(list(params.values()), lr=5e-4, betas=(0.9, 0.999), eps=1e-6,
+                                  weight_decay=0.01)
+    batch = {k: torch.from_numpy(v).long() for k, v in synthetic_batch(args.batch_size, args.seq_length).items()}
+    input_ids, input_mask, segment_ids = batch["input_ids"], batch["input_mask"], batch["segment_ids"]
+    num_predictions = int((0.15 + 0.005) * args.seq_length)
+
+    def run_step():
+        batch_size = input_ids.shape[0]
+        candidates = (input_mask == 1) & (input_ids != CLS) & (input_ids != SEP) & (input_ids != MASK)
+        positions = torch.multinomial(candidates.float(), num_predictions, replacement=True)
+        original = torch.gather(input_ids, 1, positions)
+        use_mask = torch.rand(batch_size, num_predictions) < 0.85
+        masked_ids = input_ids.scatter(1, positions, torch.where(use_mask, MASK, original))
+        labels = torch.full_like(input_ids, -100).scatter(1, positions, original)
+        generator_out = generator(input_ids=masked_ids, attention_mask=input_mask,
+                                  token_type_ids=segment_ids, labels=labels)
+        with torch.no_grad():
+            logits = torch.gather(generator_out.logits, 1,
+                                  positions[:, :, None].expand(-1, -1, generator_out.logits.shape[-1]))
+            uniform = torch.rand_like(logits)
+            sampled = torch.argmax(logits - torch.log(-torch.log(uniform + 1e-9) + 1e-9), dim=-1)
+            fake_ids = input_ids.scatter(1, positions, sampled)
+            fake_labels = (fake_ids != input_ids).long()
+        disc_out = discriminator(input_ids=fake_ids, attention_mask=input_mask, token_type_ids=segment_ids,
+                                 labels=fake_labels)
+        loss = generator_out.loss + 50.0 * disc_out.loss
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        losses.append(float(loss))
+
+    losses = []
+    first, times, cpu_times = timed_steps(run_step, args.warmup, args.steps)
+    return {"first_step_s": first, "step_times_s": times, "step_cpu_s": cpu_times, "losses": losses,
+            "torch": torch.__version__, "transformers": transformers.__version__,
+            "note": "ElectraForMaskedLM computes the vocabulary projection at every position "
+                    "(its forward has no masked-position gather)"}
+
+
+def run_worker(args):
+    name = args.worker
+    if name == "peak-torch":
+        result = worker_peak_torch(args)
+    elif name == "peak-tf":
+        result = worker_peak_tf(args)
+    elif name.startswith("tf-"):
+        result = worker_tf(args, "bf16" if "bf16" in name else "fp32", name.endswith("-xla"))
+    elif name == "hf-fp32":
+        result = worker_hf(args)
+    else:
+        raise SystemExit(f"unknown worker {name}")
+    print("RESULT " + json.dumps(result), flush=True)
+
+
+# ---------------------------------------------------------------------------------------- parent
+def spawn(name, args):
+    command = [sys.executable, __file__, "--worker", name, "--threads", str(args.threads),
+               "--inter-op-threads", str(args.inter_op_threads),
+               "--batch-size", str(args.batch_size), "--seq-length", str(args.seq_length),
+               "--steps", str(args.steps), "--warmup", str(args.warmup)]
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", KERAS_BACKEND="tensorflow",
+               OMP_NUM_THREADS=str(args.threads))
+    start = time.perf_counter()
+    completed = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True)
+    lines = [line for line in completed.stdout.splitlines() if line.startswith("RESULT ")]
+    if completed.returncode or not lines:
+        print(f"[{name}] FAILED (rc {completed.returncode}):\n{completed.stderr[-3000:]}", flush=True)
+        return None
+    result = json.loads(lines[-1][len("RESULT "):])
+    print(f"[{name}] done in {time.perf_counter() - start:.0f} s: "
+          + json.dumps({k: v for k, v in result.items() if k not in ("losses",)}), flush=True)
+    return result
+
+
+def loadavg():
+    try:
+        return open("/proc/loadavg").read().split()[:3]
+    except OSError:
+        return ["?"] * 3
+
+
+def cpu_model():
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "unknown"
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--variants", default=DEFAULT_VARIANTS,
+                        help=f"comma-separated, from {', '.join(VARIANTS)}")
+    parser.add_argument("--batch-size", type=int, default=128)
+    parser.add_argument("--seq-length", type=int, default=128)
+    parser.add_argument("--steps", type=int, default=3, help="timed steps per variant")
+    parser.add_argument("--warmup", type=int, default=1, help="untimed steps first (compilation)")
+    parser.add_argument("--threads", type=int, default=os.cpu_count())
+    parser.add_argument("--inter-op-threads", type=int, default=1, help="TensorFlow inter-op threads")
+    parser.add_argument("--no-peak", action="store_true", help="skip the matmul peak measurement")
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.worker:
+        return run_worker(args)
+
+    variants = [v.strip() for v in args.variants.split(",") if v.strip()]
+    unknown = sorted(set(variants) - set(VARIANTS))
+    if unknown:
+        parser.error(f"unknown variants {unknown}")
+    print("command: " + " ".join(shlex.quote(a) for a in [sys.executable, *sys.argv]))
+    print(f"machine: {cpu_model()}, {os.cpu_count()} cores, threads used {args.threads}; "
+          f"TF inter-op threads {args.inter_op_threads}; load average at start {' '.join(loadavg())}")
+    print(f"batch {args.batch_size} x seq {args.seq_length}, {args.warmup} warm-up + {args.steps} timed steps")
+
+    from bench.flops import config_breakdown, format_breakdown, train_flops
+    from configs.pretraining_config import PretrainingConfig
+
+    config = PretrainingConfig.create({"model_size": "electra_small", "max_seq_length": args.seq_length})
+    breakdown = config_breakdown(config)
+    flops_per_sequence = train_flops(breakdown)
+    print(format_breakdown(breakdown, "analytic FLOPs, electra_small (the same for both implementations):"))
+
+    peaks = {"fp32": None, "bf16": None}
+    if not args.no_peak:
+        for name in ("peak-torch", "peak-tf"):
+            result = spawn(name, args)
+            if result:
+                for precision in peaks:
+                    print(f"  {name} {precision}: {result[precision] / 1e12:.3f} TFLOP/s")
+                    peaks[precision] = max(peaks[precision] or 0.0, result[precision])
+        print(f"measured matmul peak ({PEAK_N}^3, best of {PEAK_REPS}, higher of torch/TF): "
+              f"fp32 {peaks['fp32'] / 1e12:.3f} TFLOP/s, bf16 {peaks['bf16'] / 1e12:.3f} TFLOP/s")
+
+    results = {}
+    for name in variants:
+        results[name] = spawn(name, args)
+
+    hf = results.get("hf-fp32")
+    hf_rate = None
+    if hf:
+        hf_rate = args.batch_size / (sum(hf["step_times_s"]) / len(hf["step_times_s"]))
+    print()
+    print(f"load average at end {' '.join(loadavg())}")
+    header = (f"| variant | s/step (mean of {args.steps}) | CPU s/step | first step s | sequences/s | "
+              f"tokens/s | TFLOP/s | % of fp32 peak | % of own-precision peak | × HF |")
+    print(header)
+    print("|" + "---|" * 10)
+    for name in variants:
+        result = results[name]
+        if not result:
+            print(f"| {name} | failed | | | | | | | | |")
+            continue
+        mean = sum(result["step_times_s"]) / len(result["step_times_s"])
+        rate = args.batch_size / mean
+        achieved = rate * flops_per_sequence
+        own_peak = peaks["bf16"] if "bf16" in name else peaks["fp32"]
+        fp32_share = f"{achieved / peaks['fp32']:.1%}" if peaks["fp32"] else "n/a"
+        own_share = f"{achieved / own_peak:.1%}" if own_peak else "n/a"
+        ratio = f"{rate / hf_rate:.2f}" if hf_rate else "n/a"
+        cpu = sum(result["step_cpu_s"]) / len(result["step_cpu_s"])
+        print(f"| {name} | {mean:.2f} | {cpu:.1f} | {result['first_step_s']:.1f} | {rate:.1f} | "
+              f"{rate * args.seq_length:,.0f} | {achieved / 1e12:.3f} | {fp32_share} | {own_share} | {ratio} |")
+    print(f"(FLOPs per sequence {flops_per_sequence:.3e}, analytic, see bench/flops.py; tokens/s counts "
+          f"padded positions; CPU s/step = CPU time of the benchmark process, all threads: about "
+          f"{args.threads} x s/step when nothing else competed for the cores)")
+
+
+if __name__ == "__main__":
+    main()
