@@ -8,6 +8,8 @@ import numpy as np
 import keras
 from keras import ops
 
+from pretrain.sampling import argmax_last_axis
+
 RATIO_METRICS = ("masked_lm_accuracy", "masked_lm_loss", "sampled_masked_lm_accuracy", "disc_loss",
                  "disc_accuracy", "disc_precision", "disc_recall")
 AUC_NUM_THRESHOLDS = 200
@@ -26,12 +28,12 @@ def _ratio_stat(stats, name, numerator, denominator):
     stats[f"{name}/denominator"] = ops.cast(denominator, "float32")
 
 
-def mlm_stats(nll, log_probs, target_ids, weights, sampled_ids=None):
+def mlm_stats(nll, logits, target_ids, weights, sampled_ids=None):
     """Statistics of the generator's predictions over the weighted slots."""
     weights = ops.cast(weights, "float32")
     target_ids = ops.cast(target_ids, "int32")
     total = ops.sum(weights)
-    predictions = ops.cast(ops.argmax(log_probs, axis=-1), "int32")
+    predictions = argmax_last_axis(ops.stop_gradient(logits))
     stats = {}
     _ratio_stat(stats, "masked_lm_accuracy",
                 ops.sum(weights * ops.cast(ops.equal(predictions, target_ids), "float32")), total)

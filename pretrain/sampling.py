@@ -7,6 +7,15 @@ from pretrain.sequence_ops import scatter_update
 DISALLOW_PENALTY = 1000.0  # the original subtracts 1000 from the disallowed logit
 
 
+def argmax_last_axis(values):
+    """argmax over the last axis (the first of equal maxima), as int32.
+
+    Through top_k: the same index as ops.argmax, about 3× faster on TensorFlow's CPU kernels, where
+    Keras' argmax adds a negative-zero fix-up pass over the whole [batch, n, vocabulary] tensor.
+    """
+    return ops.cast(ops.top_k(values, 1)[1][..., 0], "int32")
+
+
 def gumbel_noise(shape, seed):
     """-log(-log(u + 1e-9) + 1e-9), u ~ U[0, 1), float32."""
     uniform = random.uniform(shape, minval=0.0, maxval=1.0, dtype="float32", seed=seed)
@@ -23,7 +32,7 @@ def sample_tokens(logits, seed, temperature=1.0, disallow_ids=None):
     if disallow_ids is not None:
         logits = logits - DISALLOW_PENALTY * ops.one_hot(disallow_ids, ops.shape(logits)[-1],
                                                          dtype="float32")
-    return ops.cast(ops.argmax(logits + gumbel_noise(ops.shape(logits), seed), axis=-1), "int32")
+    return argmax_last_axis(logits + gumbel_noise(ops.shape(logits), seed))
 
 
 def uniform_generator_logits(batch, num_predictions, vocab_size):
