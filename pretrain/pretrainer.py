@@ -150,7 +150,7 @@ class ElectraPretrainer(keras.Model):
         mlm_denominator = mlm["denominator"] if denominators is None else denominators["mlm"]
 
         if not self.electra_objective:
-            outputs["stats"] = metrics.mlm_stats(mlm["nll"], mlm["log_probs"], target_ids, weights)
+            outputs["stats"] = metrics.mlm_stats(mlm["nll"], mlm_logits, target_ids, weights)
             outputs["total_loss"] = losses.combine_losses(mlm["numerator"], mlm_denominator, self.gen_weight)
             return outputs
 
@@ -165,7 +165,7 @@ class ElectraPretrainer(keras.Model):
         rtd = losses.replaced_token_loss_terms(disc_logits, labels, input_mask)
         rtd_denominator = rtd["denominator"] if denominators is None else denominators["rtd"]
 
-        stats = metrics.mlm_stats(mlm["nll"], mlm["log_probs"], target_ids, weights, sampled_ids)
+        stats = metrics.mlm_stats(mlm["nll"], mlm_logits, target_ids, weights, sampled_ids)
         stats.update(metrics.discriminator_stats(disc_logits, labels, input_mask, rtd["bce"]))
         outputs.update(
             sampled_ids=sampled_ids, fake_input_ids=fake_ids, disc_labels=labels, disc_logits=disc_logits,
