@@ -1,8 +1,6 @@
 """The dataset builder end to end: output, determinism, atomicity, overwrite safety, bad input, the reader."""
-import collections
 import json
 import pathlib
-import re
 import subprocess
 import sys
 
@@ -11,36 +9,21 @@ import pytest
 
 import build_pretraining_dataset as cli
 from data import tfrecords
-from data.default_corpus import _topic_documents
 from data.errors import InputError
 from data.inspect_dataset import count_examples
 from tests.conftest import REPO_ROOT
-
-SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+from tests.helpers import write_corpus, write_vocab
 
 
 @pytest.fixture(scope="module")
 def corpus_dir(tmp_path_factory) -> pathlib.Path:
     """Four plain-format files of real English (Python's language-reference topics)."""
-    folder = tmp_path_factory.mktemp("corpus")
-    documents = [paragraphs for _, paragraphs in _topic_documents() if paragraphs]
-    for index in range(4):
-        text = "\n\n".join("\n".join(p) for p in documents[index::4])
-        (folder / f"part{index}.txt").write_text(text + "\n", encoding="utf-8")
-    return folder
+    return write_corpus(tmp_path_factory.mktemp("corpus"), num_files=4)
 
 
 @pytest.fixture(scope="module")
 def vocab_file(corpus_dir, tmp_path_factory) -> pathlib.Path:
-    """Specials, every character, and the 3,000 most frequent lower-cased words of the corpus."""
-    text = "".join(p.read_text() for p in sorted(corpus_dir.glob("*.txt"))).lower()
-    words = collections.Counter(re.findall(r"[a-z0-9]+", text))
-    chars = sorted({c for c in text if not c.isspace()})
-    tokens = SPECIALS + chars + ["##" + c for c in chars if c.isalnum()]
-    tokens += [w for w, _ in words.most_common(3000) if w not in tokens]
-    path = tmp_path_factory.mktemp("vocab") / "vocab.txt"
-    path.write_text("\n".join(tokens) + "\n", encoding="utf-8")
-    return path
+    return write_vocab(corpus_dir, tmp_path_factory.mktemp("vocab") / "vocab.txt", num_words=3000)
 
 
 def build(tmp_path, corpus_dir, vocab_file, *extra, name="out"):

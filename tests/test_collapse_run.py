@@ -6,13 +6,11 @@ step 500) and nothing is printed; at 0.05 ("the learning rate is too high") it c
 token original (recall 0, AUC ≈ 0.5) and the run prints the warning line with the likely causes.
 """
 import json
-import pathlib
 
 import pytest
-import tensorflow as tf
 
 import run_pretraining
-from training.testing import MICRO_MODEL, build_tiny_dataset
+from tests.helpers import MICRO_MODEL, build_tiny_dataset, train_scalars
 
 BASE = {"model_size": "electra_tiny", "model_hparam_overrides": MICRO_MODEL, "train_batch_size": 8,
         "num_warmup_steps": 10, "iterations_per_loop": 100, "num_train_steps": 500,
@@ -28,12 +26,7 @@ def data_dir(tmp_path_factory):
 
 
 def last_train_scalar(model_dir, tag):
-    values = {}
-    for path in sorted((pathlib.Path(model_dir) / "logs" / "train").glob("events.out.tfevents.*")):
-        for event in tf.compat.v1.train.summary_iterator(str(path)):
-            for value in event.summary.value:
-                if value.tag == tag:
-                    values[event.step] = float(tf.make_ndarray(value.tensor))
+    values = train_scalars(model_dir, tag)
     return values[max(values)]
 
 

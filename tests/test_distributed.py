@@ -22,7 +22,7 @@ import keras
 from configs.pretraining_config import PretrainingConfig
 from training.loop import build
 from training.step import PretrainingSteps
-from training.testing import MICRO_MODEL
+from tests.helpers import MICRO_MODEL
 
 config = PretrainingConfig.create({
     "model_size": "electra_tiny", "vocab_size": 50, "cls_token_id": 2, "sep_token_id": 3, "mask_token_id": 4,
@@ -149,7 +149,7 @@ def free_ports(count):
 def test_two_worker_multi_worker_mirrored_run_trains_and_checkpoints(tmp_path):
     """2 processes on localhost (TF_CONFIG): 2 replicas, a few steps, the chief writes the checkpoint,
     the other worker's scratch checkpoint folder is removed."""
-    from training.testing import MICRO_MODEL, build_tiny_dataset
+    from tests.helpers import MICRO_MODEL, build_tiny_dataset
 
     build_tiny_dataset(tmp_path, max_seq_length=32, num_shards=2, max_documents=30)
     workers = [f"localhost:{port}" for port in free_ports(2)]

@@ -15,7 +15,7 @@ import tensorflow as tf
 import run_pretraining
 from configs.pretraining_config import PretrainingConfig
 from training.step import SKIPPED
-from training.testing import MICRO_MODEL, build_tiny_dataset
+from tests.helpers import MICRO_MODEL, build_tiny_dataset, train_scalars
 
 FAST = {"model_size": "electra_tiny", "model_hparam_overrides": MICRO_MODEL, "train_batch_size": 8,
         "eval_batch_size": 8, "num_warmup_steps": 2, "iterations_per_loop": 1, "save_checkpoints_steps": 3,
@@ -36,15 +36,6 @@ def data_dir(tmp_path_factory):
     return folder
 
 
-def train_scalars(model_dir, tag):
-    """{step: value} of one TensorBoard scalar under logs/train."""
-    values = {}
-    for path in sorted((pathlib.Path(model_dir) / "logs" / "train").glob("events.out.tfevents.*")):
-        for event in tf.compat.v1.train.summary_iterator(str(path)):
-            for value in event.summary.value:
-                if value.tag == tag:
-                    values[event.step] = float(tf.make_ndarray(value.tensor))
-    return values
 
 
 def run(data_dir, name, policy):

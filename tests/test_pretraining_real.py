@@ -21,12 +21,11 @@ recall 0) fails the last one.
 import gzip
 import json
 import math
-import pathlib
 
-import tensorflow as tf
 
 import build_pretraining_dataset
 import run_pretraining
+from tests.helpers import train_scalars
 
 TEXT_BYTES = 1_500_000
 STEPS, LOG_EVERY = 300, 25
@@ -46,14 +45,6 @@ def write_wikipedia_slice(shard, folder, max_bytes=TEXT_BYTES):
     return folder
 
 
-def train_scalars(model_dir, tag):
-    values = {}
-    for path in sorted((pathlib.Path(model_dir) / "logs" / "train").glob("events.out.tfevents.*")):
-        for event in tf.compat.v1.train.summary_iterator(str(path)):
-            for value in event.summary.value:
-                if value.tag == tag:
-                    values[event.step] = float(tf.make_ndarray(value.tensor))
-    return values
 
 
 def test_tiny_electra_on_wikipedia_learns(tmp_path, wiki_shards, bert_vocab_file, capsys):

@@ -14,7 +14,7 @@ import tensorflow as tf
 
 import run_pretraining
 from tests.conftest import REPO_ROOT
-from training.testing import MICRO_MODEL, build_tiny_dataset
+from tests.helpers import MICRO_MODEL, build_tiny_dataset
 
 FAST = {"model_size": "electra_tiny", "model_hparam_overrides": MICRO_MODEL, "train_batch_size": 8, "eval_batch_size": 8,
         "num_warmup_steps": 10, "iterations_per_loop": 10}

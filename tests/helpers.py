@@ -1,4 +1,4 @@
-"""Small fixtures for the training tests: a tiny WordPiece vocabulary and dataset from Python's docs."""
+"""Test fixtures: a tiny WordPiece vocabulary and dataset from Python's docs, TensorBoard scalars."""
 import collections
 import pathlib
 import re
@@ -46,3 +46,16 @@ def build_tiny_dataset(data_dir, max_seq_length=32, num_shards=2, max_documents=
     return build_pretraining_dataset.main([
         "--corpus-dir", str(corpus), "--vocab-file", str(vocab), "--data-dir", str(data_dir),
         "--max-seq-length", str(max_seq_length), "--num-shards", str(num_shards)])
+
+
+def train_scalars(model_dir, tag):
+    """{step: value} of one scalar a run logged under logs/train (TensorBoard event files)."""
+    import tensorflow as tf
+
+    values = {}
+    for path in sorted((pathlib.Path(model_dir) / "logs" / "train").glob("events.out.tfevents.*")):
+        for event in tf.compat.v1.train.summary_iterator(str(path)):
+            for value in event.summary.value:
+                if value.tag == tag:
+                    values[event.step] = float(tf.make_ndarray(value.tensor))
+    return values
