@@ -180,6 +180,8 @@ def report(metadata: dict, output_dir: pathlib.Path) -> None:
     print(f"Done in {seconds:.1f} s ({counts['text_bytes'] / 1e6 / max(seconds, 1e-9):.2f} MB/s of text): "
           f"{counts['documents']:,} documents, {counts['examples']:,} examples, {counts['tokens']:,} tokens "
           f"in {len(metadata['shards'])} shards under {output_dir}")
+    rates = ", ".join(f"{rate:.2f}" for rate in metadata["process_rates"])
+    print(f"Packing rate per process, after start-up: {rates} MB/s of text")
     if counts["bad_utf8_lines"]:
         print(f"Warning: {counts['bad_utf8_lines']:,} lines had bytes that are not UTF-8; they were replaced by "
               "U+FFFD (use --strict to stop on them instead).", file=sys.stderr)
