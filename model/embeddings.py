@@ -10,6 +10,37 @@ from model.initializers import truncated_normal
 from model.layer_norm import layer_norm
 
 
+def embedding_lookup(table, ids):
+    """`ops.take(table, ids, axis=0)` whose gradient with respect to `table` is a dense [V, E] tensor.
+
+    Under TensorFlow a plain gather hands the optimizer a tf.IndexedSlices holding one row per
+    occurrence, duplicates unsummed. Keras 3 optimizers (keras.optimizers.Adam, and the
+    `ops.square(gradient)` of model/optimization.py's AdamWeightDecay) then square each slice before the
+    duplicates are summed: the second moment of a row looked up n times is Σ g_k² instead of (Σ g_k)²,
+    up to n times too small, and that row moves up to √n times faster than Adam intends. The
+    token-type row 0 is looked up at every position of every sequence (n = batch·seq), so it raced
+    away and, through the embedding LayerNorm, drowned out the word signal: the encoder could not learn
+    anything that needs context. Summing the duplicates here (what TF1's dense Adam did) restores the
+    original update. Other backends already return dense gradients.
+    """
+    if keras.backend.backend() != "tensorflow":
+        return ops.take(table, ids, axis=0)
+    return _take_with_dense_gradient(table, ids)
+
+
+@ops.custom_gradient
+def _take_with_dense_gradient(table, ids):
+    def grad(*args, upstream=None):
+        if upstream is None:
+            (upstream,) = args
+        rows, width = ops.shape(table)[0], ops.shape(table)[-1]
+        summed = ops.segment_sum(ops.reshape(upstream, (-1, width)), ops.reshape(ids, (-1,)),
+                                 num_segments=rows)
+        return ops.cast(summed, table.dtype), None
+
+    return ops.take(table, ids, axis=0), grad
+
+
 class BertEmbeddings(keras.layers.Layer):
     """Weights: word_embeddings [V, E], position_embeddings [P, E], token_type_embeddings [T, E],
     LayerNorm/{gamma, beta} [E]: the names of the TF1 `electra/embeddings/` scope.
@@ -49,10 +80,10 @@ class BertEmbeddings(keras.layers.Layer):
     def call(self, input_ids, segment_ids, training=False, word_embeddings=None):
         table = self.word_embeddings if word_embeddings is None else word_embeddings
         seq_length = ops.shape(input_ids)[1]
-        words = ops.take(ops.cast(table, "float32"), input_ids, axis=0)
+        words = embedding_lookup(ops.cast(table, "float32"), input_ids)
         positions = ops.slice(ops.cast(self.position_embeddings, "float32"), (0, 0),
                               (seq_length, self.embedding_size))
-        types = ops.take(ops.cast(self.token_type_embeddings, "float32"), segment_ids, axis=0)
+        types = embedding_lookup(ops.cast(self.token_type_embeddings, "float32"), segment_ids)
         summed = words + positions[None, :, :] + types
         return self.dropout(self.layer_norm(summed), training=training)
 
