@@ -357,7 +357,7 @@ def test_a_tiny_model_lowers_its_mlm_loss_on_a_repeated_batch(electra_objective)
         return loss
 
     before = float(model.compute_losses(batch, masked_inputs=masked)["mlm_loss"])
-    for _ in range(100):
+    for _ in range(200):
         train_step()
     after = float(model.compute_losses(batch, masked_inputs=masked)["mlm_loss"])
     # the ELECTRA generator is half as wide and shares its embeddings with a 50x-weighted discriminator
