@@ -18,7 +18,7 @@ from training.step import EXAMPLES, SKIPPED, TOKENS, PretrainingSteps
 
 def resolve_jit(use_xla, device_kind):
     """XLA on GPU/TPU when asked. On CPU it is off: measured slower there for these models
-    (see the final note in run_pretraining.py's docstring)."""
+    (docs/benchmarks.md, "Pretraining step speed")."""
     return bool(use_xla) and device_kind != "CPU"
 
 
