@@ -8,7 +8,7 @@ and each Keras dtype policy starts clean), one after the other:
 - the machine's float32 and bfloat16 matmul peak (a 4096³ matmul, several reps, in PyTorch and in
   TensorFlow; the higher of the two is "the machine's measured peak");
 - our training step: build_pretrainer(PretrainingConfig electra_small, generator fraction 1/4), the
-  optimizer from model.optimization.create_optimizer, GradientTape over loss_denominators +
+  optimizer from pretrain.builder.build_optimizer, GradientTape over loss_denominators +
   train_loss_and_stats, apply_gradients, all under one tf.function (XLA on or off), float32 or
   mixed_bfloat16, on a synthetic batch of random token ids with a realistic input_mask;
 - the same step assembled from transformers' PyTorch ELECTRA classes: ElectraForMaskedLM generator
@@ -138,8 +138,7 @@ def worker_tf(args, precision, xla):
 
     from bench.flops import train_flops_per_sequence
     from configs.pretraining_config import PretrainingConfig
-    from model.optimization import create_optimizer
-    from pretrain.builder import build_pretrainer
+    from pretrain.builder import build_optimizer, build_pretrainer
 
     policy = "mixed_bfloat16" if precision == "bf16" else "float32"
     keras.mixed_precision.set_dtype_policy(policy)
@@ -149,10 +148,7 @@ def worker_tf(args, precision, xla):
     assert config.generator_hidden_size == 0.25, config.generator_hidden_size
     generator = config.generator_model_config()
     model = build_pretrainer(config)
-    optimizer = create_optimizer(config.learning_rate, config.num_train_steps, config.num_warmup_steps,
-                                 weight_decay_rate=config.weight_decay_rate,
-                                 lr_decay_power=config.lr_decay_power, optimizer=config.optimizer,
-                                 epsilon=config.adam_epsilon, clip_norm=config.clip_norm)
+    optimizer = build_optimizer(config)
     optimizer.build(model.trainable_variables)
     batch = {k: tf.constant(v) for k, v in synthetic_batch(args.batch_size, args.seq_length).items()}
 

@@ -9,7 +9,7 @@
 
 The step is what a training loop runs: model.loss_denominators + model.train_loss_and_stats inside a
 keras.StatelessScope (so the masking/sampling seed state and dropout seeds advance functionally), the
-gradient by jax.value_and_grad, and the optimizer from model.optimization.create_optimizer applied with
+gradient by jax.value_and_grad, and the optimizer from pretrain.builder.build_optimizer applied with
 optimizer.stateless_apply; all of it under one jax.jit with the state buffers donated. Batches are
 synthetic (random token ids, 80% of rows full length), already on the device.
 
@@ -71,8 +71,7 @@ def build(args):
     import keras
 
     from configs.pretraining_config import PretrainingConfig
-    from model.optimization import create_optimizer
-    from pretrain.builder import build_pretrainer
+    from pretrain.builder import build_optimizer, build_pretrainer
 
     keras.mixed_precision.set_dtype_policy(args.precision)
     hparams = {"model_size": args.model_size, "max_seq_length": args.seq_length,
@@ -81,10 +80,7 @@ def build(args):
         hparams["generator_hidden_size"] = args.generator_hidden_size
     config = PretrainingConfig.create(hparams)
     model = build_pretrainer(config)
-    optimizer = create_optimizer(config.learning_rate, config.num_train_steps, config.num_warmup_steps,
-                                 weight_decay_rate=config.weight_decay_rate,
-                                 lr_decay_power=config.lr_decay_power, optimizer=config.optimizer,
-                                 epsilon=config.adam_epsilon, clip_norm=config.clip_norm)
+    optimizer = build_optimizer(config)
     optimizer.build(model.trainable_variables)
     return config, model, optimizer
 

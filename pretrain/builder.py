@@ -3,6 +3,7 @@ import dataclasses
 
 from model.embeddings import BertEmbeddings
 from model.encoder import BertEncoder
+from model.optimization import create_optimizer
 from pretrain.pretrainer import ElectraPretrainer
 
 DISCRIMINATOR_NAME = "electra"
@@ -58,3 +59,13 @@ def build_pretrainer(config):
         disallow_correct=config.disallow_correct, uniform_generator=config.uniform_generator,
         electra_objective=config.electra_objective, dedup_masking=config.dedup_masking,
         vocab_size=config.vocab_size, seed=config.seed)
+
+
+def build_optimizer(config):
+    """The optimizer and schedule a PretrainingConfig asks for (the run script and the benchmarks share
+    it, so both train with the same recipe). Gradient accumulation is the training loop's job."""
+    return create_optimizer(
+        config.learning_rate, config.num_train_steps, config.num_warmup_steps,
+        weight_decay_rate=config.weight_decay_rate, lr_decay_power=config.lr_decay_power,
+        optimizer=config.optimizer, epsilon=config.adam_epsilon, beta_1=config.adam_beta1,
+        beta_2=config.adam_beta2, clip_norm=config.clip_norm)

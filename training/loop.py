@@ -8,8 +8,7 @@ import numpy as np
 import tensorflow as tf
 
 from data import tfrecords
-from model.optimization import create_optimizer
-from pretrain.builder import build_pretrainer
+from pretrain.builder import build_optimizer, build_pretrainer
 from pretrain.metrics import add_stats
 from training import checkpointing, reporting, run_config, strategy as strategy_lib
 from training.collapse import CollapseDetector
@@ -26,11 +25,7 @@ def build(config, strategy):
     keras.mixed_precision.set_dtype_policy(config.mixed_precision)
     with strategy.scope():
         pretrainer = build_pretrainer(config)
-        optimizer = create_optimizer(
-            config.learning_rate, config.num_train_steps, config.num_warmup_steps,
-            weight_decay_rate=config.weight_decay_rate, lr_decay_power=config.lr_decay_power,
-            optimizer=config.optimizer, epsilon=config.adam_epsilon, beta_1=config.adam_beta1,
-            beta_2=config.adam_beta2, clip_norm=config.clip_norm)
+        optimizer = build_optimizer(config)
         optimizer.build(pretrainer.trainable_variables)
     return pretrainer, optimizer
 
