@@ -63,6 +63,8 @@ def prepare(args):
     run_config.check_batch(config, strategy.num_replicas_in_sync)
     has_checkpoint = tf.train.latest_checkpoint(str(config.model_dir)) is not None
     saved = run_config.check_resume(config, config.model_dir, has_checkpoint)
+    if has_checkpoint:
+        run_config.check_resume_vocabulary(config.model_dir, metadata, dataset_dir)
     init = None
     if args.init_checkpoint and not has_checkpoint:
         init = checkpointing.resolve_init_checkpoint(args.init_checkpoint)

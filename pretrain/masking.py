@@ -9,7 +9,8 @@ position 0 with weight 0. 85% of chosen positions become [MASK], 15% stay unchan
 from keras import ops
 from keras import random
 
-from pretrain.sequence_ops import gather_positions, scatter_update
+from model.heads import gather_positions
+from pretrain.sequence_ops import scatter_update
 
 _EXCLUDED_LOGIT = -1e9
 MASK_TOKEN_PROB = 0.85

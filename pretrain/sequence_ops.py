@@ -1,7 +1,5 @@
-"""Position-wise gather and the original's scatter_update, in keras.ops."""
+"""The original's scatter_update, in keras.ops."""
 from keras import ops
-
-from model.heads import gather_positions  # noqa: F401  (re-exported: one gather for heads and masking)
 
 
 def scatter_update(sequence, updates, positions):

@@ -1,7 +1,11 @@
 """Test fixtures: a tiny WordPiece vocabulary and dataset from Python's docs, TensorBoard scalars."""
 import collections
+import json
+import os
 import pathlib
 import re
+import subprocess
+import sys
 
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 
@@ -59,3 +63,14 @@ def train_scalars(model_dir, tag):
                 if value.tag == tag:
                     values[event.step] = float(tf.make_ndarray(value.tensor))
     return values
+
+
+def run_script_under_jax(script, repo_root, timeout=300):
+    """Runs `script` in a fresh Python with KERAS_BACKEND=jax (the backend is fixed at import) and returns
+    the JSON it printed after "RESULTS"; fails with the script's stderr if it did not get there."""
+    env = dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu", PYTHONPATH=str(repo_root))
+    completed = subprocess.run([sys.executable, "-c", script], cwd=repo_root, env=env, capture_output=True,
+                               text=True, timeout=timeout)
+    lines = [line for line in completed.stdout.splitlines() if line.startswith("RESULTS")]
+    assert completed.returncode == 0 and lines, completed.stderr[-3000:]
+    return json.loads(lines[-1][len("RESULTS"):])

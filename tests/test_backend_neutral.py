@@ -1,11 +1,9 @@
 """model/ and pretrain/ never import TensorFlow, and a tiny pretrainer trains under the JAX backend."""
 import ast
-import json
-import os
 import pathlib
-import subprocess
-import sys
 import textwrap
+
+from tests.helpers import run_script_under_jax
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 NEUTRAL_PACKAGES = ("model", "pretrain")
@@ -78,12 +76,7 @@ JAX_SCRIPT = textwrap.dedent('''
 
 
 def test_tiny_pretrainer_forward_backward_and_fit_under_jax():
-    env = dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu", PYTHONPATH=str(REPO_ROOT))
-    completed = subprocess.run([sys.executable, "-c", JAX_SCRIPT], cwd=REPO_ROOT, env=env,
-                               capture_output=True, text=True, timeout=300)
-    lines = [line for line in completed.stdout.splitlines() if line.startswith("RESULTS")]
-    assert completed.returncode == 0 and lines, completed.stderr[-3000:]
-    results = json.loads(lines[-1][len("RESULTS"):])
+    results = run_script_under_jax(JAX_SCRIPT, REPO_ROOT)
     assert results["tensorflow_after_import"] is False
     assert results["finite"] and 0 < results["loss"] < 1e3
     assert results["loss"] != results["second_loss"]  # the seed state advanced: new masks, new samples

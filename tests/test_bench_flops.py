@@ -1,14 +1,12 @@
 """bench/flops.py: the analytic FLOP count of a pretraining step (REPRODUCTION_NOTES §8)."""
-import json
-import os
 import pathlib
-import subprocess
-import sys
 import textwrap
 
 from bench import flops
 from configs.pretraining_config import PretrainingConfig
 from tests.test_model_fixtures import TINY_HPARAMS, tiny_config
+
+from tests.helpers import run_script_under_jax
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -63,12 +61,7 @@ DIRECT_SCRIPT = textwrap.dedent('''
 
 def test_formula_matches_the_matmuls_the_model_runs():
     """Every dot_general of the real model's traced training forward pass, summed, equals the formula."""
-    env = dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu", PYTHONPATH=str(REPO_ROOT))
-    completed = subprocess.run([sys.executable, "-c", DIRECT_SCRIPT], cwd=REPO_ROOT, env=env,
-                               capture_output=True, text=True, timeout=300)
-    lines = [line for line in completed.stdout.splitlines() if line.startswith("RESULTS")]
-    assert completed.returncode == 0 and lines, completed.stderr[-3000:]
-    results = json.loads(lines[-1][len("RESULTS"):])
+    results = run_script_under_jax(DIRECT_SCRIPT, REPO_ROOT)
     assert set(results) == {"tiny", "tiny_small_generator", "tiny_full_generator"}
     for name, (direct, analytic) in results.items():
         assert direct == analytic, (name, direct, analytic)

@@ -145,3 +145,21 @@ def test_init_checkpoint_starts_from_weights_with_a_fresh_optimizer(data_dir, ca
     assert len(model_keys) > 20
     for key in model_keys:
         assert (derived_reader.get_tensor(key) == source_reader.get_tensor(key)).all(), key
+
+
+def test_resuming_on_a_dataset_with_another_vocabulary_is_refused(data_dir, capsys):
+    """Same size, different tokens: the model's own vocabulary copy must win, untouched, exit 2."""
+    run_pretraining.main(cli(data_dir, "--hparams", hparams(num_train_steps=10, model_size="electra_tiny"),
+                             model="vocab_guard"))
+    copy = data_dir / "models" / "vocab_guard" / "vocab.txt"
+    tokens = copy.read_text().split("\n")
+    tokens[10], tokens[11] = tokens[11], tokens[10]  # as if trained with another vocabulary of this size
+    copy.write_text("\n".join(tokens))
+    before = copy.read_bytes()
+    with pytest.raises(SystemExit) as exit_info:
+        run_pretraining.main(cli(data_dir, "--hparams", hparams(num_train_steps=20, model_size="electra_tiny"),
+                                 model="vocab_guard"))
+    assert exit_info.value.code == 2
+    assert "another vocabulary" in capsys.readouterr().err
+    assert copy.read_bytes() == before
+    assert saved_steps(data_dir / "models" / "vocab_guard") == [10]

@@ -74,7 +74,7 @@ class Run:
         self.model_dir.mkdir(parents=True, exist_ok=True)
         self.config.save(self.model_dir / run_config.CONFIG_FILE)
         target = self.model_dir / ("vocab.txt" if self.vocab_file.suffix != ".model" else self.vocab_file.name)
-        if not target.exists() or target.read_bytes() != self.vocab_file.read_bytes():
+        if not target.exists():  # a resumed run's copy was checked against the dataset's vocabulary
             temp = target.with_name(target.name + ".tmp")
             shutil.copyfile(self.vocab_file, temp)
             temp.replace(target)

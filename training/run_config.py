@@ -131,6 +131,15 @@ def check_resume(config, model_dir, has_checkpoint):
     return saved
 
 
+def check_resume_vocabulary(model_dir, metadata, dataset_dir):
+    """A resumed model must keep its vocabulary: the dataset must be built with the copy in its folder."""
+    from data.tokenization import file_sha256
+
+    model_dir = pathlib.Path(model_dir)
+    for copy in [p for p in [model_dir / "vocab.txt", *model_dir.glob("*.model")] if p.is_file()]:
+        tfrecords.check_dataset_matches(metadata, dataset_dir, vocab_sha256=file_sha256(copy))
+
+
 def changed_fields(saved, config):
     if saved is None:
         return []
