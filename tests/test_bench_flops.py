@@ -4,9 +4,8 @@ import textwrap
 
 from bench import flops
 from configs.pretraining_config import PretrainingConfig
-from tests.test_model_fixtures import TINY_HPARAMS, tiny_config
-
 from tests.helpers import run_script_under_jax
+from tests.test_model_fixtures import TINY_HPARAMS, tiny_config
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 
