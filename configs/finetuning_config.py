@@ -1,0 +1,120 @@
+"""Every fine-tuning hyperparameter of the original (configure_finetuning.py, with the paper's recipe),
+plus our named options.
+
+Precedence: the defaults below < the recipe for the model's size and the tasks (learning rate,
+layer-wise decay, epochs, sequence length, left as None here) < --hparams. The paper's recipe, not the
+code's own defaults, is the default: weight decay 0 (the code had 0.01) and the per-size learning rate.
+"""
+import dataclasses
+from typing import Optional
+
+from configs import loading
+from data.errors import InputError
+
+LAYERWISE_VARIANTS = ("original", "intended")
+# Learning rate and layer-wise decay per size (paper, Table 7).
+SIZE_RECIPES = {"small": (3e-4, 0.8), "base": (1e-4, 0.8), "large": (5e-5, 0.9)}
+SQUAD_TASKS = ("squad", "squadv1")
+
+
+@dataclasses.dataclass(frozen=True)
+class FinetuningConfig:
+    # --- optimisation (None: from the size recipe)
+    learning_rate: Optional[float] = None
+    layerwise_lr_decay: Optional[float] = None  # 0 switches it off
+    layerwise_lr_variant: str = "original"  # "original": top layer d² (as coded); "intended": top layer d
+    weight_decay_rate: float = 0.0
+    adam_epsilon: float = 1e-6
+    warmup_proportion: float = 0.1
+    lr_decay_power: float = 1.0
+    clip_norm: float = 1.0
+    train_batch_size: int = 32
+    eval_batch_size: int = 32
+    num_train_epochs: Optional[float] = None  # None: 3, 10 for RTE or STS alone, 2 for SQuAD
+    max_train_steps: int = 0  # > 0: stop after this many updates (quick runs); the schedule follows
+    head_dropout: float = 0.1
+
+    # --- inputs
+    max_seq_length: Optional[int] = None  # None: 128, 512 for SQuAD
+    double_unordered: bool = True  # MRPC and STS training pairs also in swapped order
+    length_bucketing: bool = True  # pad each batch to its longest example (False: to max_seq_length)
+    bucket_pool_batches: int = 50  # training batches drawn from one length-sorted pool of shuffled examples
+
+    # --- question answering
+    doc_stride: int = 128
+    max_query_length: int = 64
+    max_answer_length: int = 30
+    n_best_size: int = 20
+    beam_size: int = 20
+    answerable_weight: float = 0.5
+    qa_na_threshold: float = -2.75
+    qa_hidden_size: int = 512
+
+    # --- runs
+    num_trials: int = 1
+    seed: int = 0  # trial k uses seed + k
+    iterations_per_loop: int = 100  # updates per progress line and TensorBoard point
+    save_finetuned_models: bool = True
+    use_xla: bool = False
+
+    def __post_init__(self):
+        if self.layerwise_lr_variant not in LAYERWISE_VARIANTS:
+            raise InputError(f"fine-tuning config: layerwise_lr_variant {self.layerwise_lr_variant!r} is not "
+                             f"one of {', '.join(LAYERWISE_VARIANTS)}")
+        for name in ("train_batch_size", "eval_batch_size", "num_trials", "iterations_per_loop",
+                     "doc_stride", "max_query_length", "max_answer_length", "n_best_size", "beam_size",
+                     "bucket_pool_batches"):
+            if getattr(self, name) < 1:
+                raise InputError(f"fine-tuning config: {name} {getattr(self, name)} must be at least 1")
+        if not 0.0 <= self.warmup_proportion <= 1.0:
+            raise InputError(f"fine-tuning config: warmup_proportion {self.warmup_proportion} must be in [0, 1]")
+        if self.layerwise_lr_decay is not None and not 0.0 <= self.layerwise_lr_decay <= 1.0:
+            raise InputError(f"fine-tuning config: layerwise_lr_decay {self.layerwise_lr_decay} must be in "
+                             "[0, 1] (0 switches it off)")
+        if self.max_seq_length is not None and self.max_seq_length < 8:
+            raise InputError(f"fine-tuning config: max_seq_length {self.max_seq_length} must be at least 8")
+
+    @classmethod
+    def create(cls, hparams=None, size="small", task_names=(), source="--hparams") -> "FinetuningConfig":
+        """--hparams (a dict, inline JSON or a .json path) over the recipe for `size` and the tasks."""
+        overrides = loading.parse_hparams(hparams, source)
+        config = loading.dataclass_from_dict(cls, overrides, source)
+        return config.with_recipe(size, task_names)
+
+    def with_recipe(self, size, task_names) -> "FinetuningConfig":
+        """Fills what is still None from the paper's recipe for this size and these tasks."""
+        if size not in SIZE_RECIPES:
+            raise InputError(f"fine-tuning config: size {size!r} is not one of {', '.join(SIZE_RECIPES)}")
+        learning_rate, decay = SIZE_RECIPES[size]
+        task_names = list(task_names)
+        is_squad = any(name in SQUAD_TASKS for name in task_names)
+        if task_names in (["rte"], ["sts"]):
+            epochs = 10.0
+        elif is_squad:
+            epochs = 2.0
+        else:
+            epochs = 3.0
+        changes = {}
+        if self.learning_rate is None:
+            changes["learning_rate"] = learning_rate
+        if self.layerwise_lr_decay is None:
+            changes["layerwise_lr_decay"] = decay
+        if self.num_train_epochs is None:
+            changes["num_train_epochs"] = epochs
+        if self.max_seq_length is None:
+            changes["max_seq_length"] = 512 if is_squad else 128
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def size_of(model_size_name: str, hidden_size: int) -> str:
+    """The recipe size of a pretrained model: from its size name when it says, else from its width."""
+    name = (model_size_name or "").lower()
+    for size in ("large", "base", "small"):
+        if size in name:
+            return size
+    if hidden_size <= 256:
+        return "small"
+    return "base" if hidden_size <= 768 else "large"

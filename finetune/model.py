@@ -1,0 +1,54 @@
+"""One shared encoder and a head per task (the original's multi-task mode; one task is the usual case).
+
+Heads live under the TF1 scope `task_specific/<task>/`, so layer-wise LR decay sees them as the top
+(depth L + 2) and exported names match the original's.
+"""
+import keras
+from keras import ops
+
+from finetune.heads import ClassificationHead, SpanHead
+from finetune.tasks import SPAN
+
+HEADS_SCOPE = "task_specific"
+
+
+def make_head(task, hidden_size, config):
+    if task.kind == SPAN:
+        return SpanHead(hidden_size, config.qa_hidden_size, config.beam_size, name=task.name)
+    return ClassificationHead(task.num_outputs, hidden_size, config.head_dropout, name=task.name)
+
+
+class FinetuningModel(keras.Model):
+    """Call with (inputs, task_name); returns that task's head outputs."""
+
+    def __init__(self, encoder, heads, name="finetuning_model", **kwargs):
+        super().__init__(name=name, **kwargs)
+        self.encoder = encoder
+        self.heads = dict(heads)
+        with keras.name_scope(HEADS_SCOPE):
+            for head in self.heads.values():
+                if not head.built:
+                    head.build()
+        self.built = True
+
+    def call(self, inputs, task_name, training=False):
+        sequence = self.encoder(inputs, training=training)
+        return self.heads[task_name](sequence, inputs, training=training)
+
+
+class SingleTaskModel(keras.Model):
+    """What load_finetuned_model returns: {"input_ids", "input_mask", "segment_ids"} → the head's output
+    (logits [batch, num_labels] for classification, [batch, 1] for STS)."""
+
+    def __init__(self, encoder, head, name="finetuned_model", **kwargs):
+        super().__init__(name=name, **kwargs)
+        self.encoder = encoder
+        self.head = head
+        if not head.built:
+            with keras.name_scope(HEADS_SCOPE):
+                head.build()
+        self.built = True
+
+    def call(self, inputs, training=False):
+        inputs = {key: ops.cast(inputs[key], "int32") for key in ("input_ids", "input_mask", "segment_ids")}
+        return self.head(self.encoder(inputs, training=training), inputs, training=training)

@@ -1,0 +1,92 @@
+"""A pretrained model folder (`<data-dir>/models/NAME/`): its config, vocabulary and latest weights.
+
+Our pretraining runs write these folders, and imported official or Hugging Face weights arrive as the
+same kind of folder. Only the discriminator ("electra") is read: its variables are restored by path
+from the checkpoint's `model/weights_by_path/...` entries, the generator is not built.
+"""
+import dataclasses
+import pathlib
+from typing import Optional
+
+import keras
+
+from configs.finetuning_config import size_of
+from configs.model_config import ModelConfig
+from configs.pretraining_config import PretrainingConfig
+from data.errors import InputError
+from data.tokenization import load_tokenizer
+from model.encoder import BertEncoder
+
+ENCODER_NAME = "electra"
+
+
+@dataclasses.dataclass(frozen=True)
+class PretrainedModel:
+    folder: pathlib.Path
+    model_config: ModelConfig
+    recipe_size: str  # "small" | "base" | "large": picks the fine-tuning recipe
+    vocab_file: Optional[pathlib.Path]
+    sp_model: Optional[pathlib.Path]
+    do_lower_case: bool
+    checkpoint: str
+
+    def tokenizer(self):
+        return load_tokenizer(vocab_file=self.vocab_file, spm_model=self.sp_model, lower_case=self.do_lower_case)
+
+
+def read_model_folder(folder) -> PretrainedModel:
+    """Checks the folder (config, vocabulary, a checkpoint) before any work; InputError naming the gap."""
+    import tensorflow as tf
+
+    folder = pathlib.Path(folder)
+    if not folder.is_dir():
+        raise InputError(f"{folder}: no such model folder; pass --model-name of a pretrained model under "
+                         "<data-dir>/models/ (or check --data-dir)")
+    config_file = folder / "config.json"
+    if not config_file.is_file():
+        raise InputError(f"{config_file}: missing; a pretrained model folder holds the config.json that "
+                         "run_pretraining.py (or an import) wrote")
+    config = PretrainingConfig.load(config_file)
+    if config.gdes_embeddings:
+        raise InputError(f"{config_file}: gdes_embeddings models must be exported (merged word table) before "
+                         "fine-tuning; export it first")
+    sp_models = sorted(folder.glob("*.model"))
+    vocab_file = folder / "vocab.txt"
+    if not vocab_file.is_file() and not sp_models:
+        raise InputError(f"{folder}: no vocabulary (vocab.txt or a SentencePiece *.model); copy the one the "
+                         "model was pretrained with into the folder")
+    checkpoint = tf.train.latest_checkpoint(str(folder))
+    if not checkpoint:
+        raise InputError(f"{folder}: the model folder holds no weights (no checkpoint); pretrain it first or "
+                         "import weights into it")
+    model_config = config.model_config()
+    return PretrainedModel(
+        folder=folder, model_config=model_config,
+        recipe_size=size_of(config.model_size, model_config.hidden_size),
+        vocab_file=vocab_file if vocab_file.is_file() else None,
+        sp_model=None if vocab_file.is_file() else sp_models[0],
+        do_lower_case=config.do_lower_case, checkpoint=checkpoint)
+
+
+def build_encoder(model_config: ModelConfig) -> BertEncoder:
+    """The discriminator encoder with the TF1 variable paths of a pretraining checkpoint (electra/...)."""
+    encoder = BertEncoder.from_model_config(model_config, name=ENCODER_NAME)
+    with keras.name_scope(ENCODER_NAME):
+        encoder.embeddings.build()
+    encoder.build()
+    return encoder
+
+
+def restore_by_path(model, checkpoint, what="model"):
+    """Restores every weight of `model` from `checkpoint` (keys `model/weights_by_path/<path>`)."""
+    import tensorflow as tf
+
+    from training.checkpointing import model_trackable
+
+    status = tf.train.Checkpoint(model=model_trackable(model)).restore(checkpoint)
+    try:
+        status.assert_existing_objects_matched()
+    except (AssertionError, ValueError) as error:
+        raise InputError(f"{checkpoint}: its weights do not match the {what} that config.json describes "
+                         f"({str(error)[:160]}); use the config.json saved with these weights") from None
+    status.expect_partial()

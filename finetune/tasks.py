@@ -1,0 +1,94 @@
+"""The Task interface and the registry of task names.
+
+A task knows its files (reading and checking them), how its examples become model inputs, its head and
+loss, how its predictions are scored and how its test predictions are written. The loop and the trials
+only talk to this interface, so GLUE sentence(-pair) tasks and SQuAD share them.
+"""
+import abc
+import dataclasses
+from typing import Any, Dict, List, Optional
+
+from data.errors import InputError
+
+CLASSIFICATION, REGRESSION, SPAN = "classification", "regression", "span"
+
+
+@dataclasses.dataclass(frozen=True)
+class Example:
+    """One GLUE row: `guid` is the row's id for submission files (the `index` column, else its number);
+    `label` is the label name (classification), a float (regression) or None (test)."""
+    guid: str
+    text_a: str
+    text_b: Optional[str]
+    label: Any
+
+
+class Task(abc.ABC):
+    name: str
+    kind: str
+    primary_metric: str
+
+    @property
+    def is_pair(self) -> bool:
+        return False
+
+    @property
+    def label_names(self) -> List[str]:
+        return []
+
+    @property
+    def num_outputs(self) -> int:
+        return len(self.label_names) or 1
+
+    @abc.abstractmethod
+    def eval_splits(self) -> Dict[str, str]:
+        """{split file stem: suffix of its metric names} for evaluation (MNLI: matched and mismatched)."""
+
+    @abc.abstractmethod
+    def test_splits(self) -> List[str]:
+        ...
+
+    @abc.abstractmethod
+    def read(self, data_root, split) -> list:
+        """The split's examples; InputError for a missing folder or file, a bad row or an empty split."""
+
+
+_REGISTRY: Dict[str, Task] = {}
+
+
+def register(task: Task) -> Task:
+    _REGISTRY[task.name] = task
+    return task
+
+
+def task_names() -> List[str]:
+    _load_all()
+    return list(_REGISTRY)
+
+
+def get_task(name: str) -> Task:
+    _load_all()
+    key = name.strip().lower()
+    if key not in _REGISTRY:
+        raise InputError(f"--task {name!r}: unknown task; choose from {', '.join(_REGISTRY)} "
+                         "(several separated by commas)")
+    return _REGISTRY[key]
+
+
+def parse_task_list(text: str) -> List[Task]:
+    names = [part for part in (text or "").split(",") if part.strip()]
+    if not names:
+        raise InputError("--task: no task given; pass one of " + ", ".join(task_names()))
+    tasks = [get_task(name) for name in names]
+    if len({t.name for t in tasks}) != len(tasks):
+        raise InputError(f"--task {text!r}: a task is named twice; name each once")
+    return tasks
+
+
+def _load_all():
+    # Task modules register themselves on import; imported here to avoid import cycles.
+    from finetune import glue  # noqa: F401
+    try:
+        from finetune.squad import task  # noqa: F401
+    except ImportError:
+        pass
