@@ -15,10 +15,19 @@ import numpy as np
 from data.errors import InputError
 from finetune import metrics
 from finetune.data_files import find_split_file, find_task_dir
+from finetune.features import featurize
 from finetune.tasks import CLASSIFICATION, REGRESSION, Example, Task, register
 
 # CoLA's train and dev files have no header: source, label, original judgement, sentence.
 COLA_LAYOUT = {"label": 1, "sentence": 3, "width": 4}
+
+
+def write_text_atomic(path, text):
+    path = pathlib.Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temp = path.with_name(path.name + ".tmp")
+    temp.write_text(text, encoding="utf-8")
+    temp.replace(path)
 
 
 def read_tsv_rows(path) -> List[List[str]]:
@@ -129,6 +138,18 @@ class GlueTask(Task):
                              f"{', '.join(self.labels)}); repair the line or check the task")
         return text
 
+    # ------------------------------------------------------------------ features
+    def featurize(self, examples, tokenizer, config, training=False):
+        """Model inputs: {"sequences": {input_ids, segment_ids}, "scalars": {labels}, ...}."""
+        features = featurize(self, examples, tokenizer, config.max_seq_length, training=training,
+                             double_unordered=config.double_unordered)
+        return {"sequences": {"input_ids": features.input_ids, "segment_ids": features.segment_ids},
+                "scalars": {"labels": features.labels}, "examples": examples, "count": len(features)}
+
+    def evaluate(self, features, outputs, config, suffix=""):
+        """Metric values (0–100) on an evaluated split; `outputs` are the head's, in feature order."""
+        return self.score(features["examples"], outputs, suffix), None
+
     # ------------------------------------------------------------------ labels and scores
     def label_ids(self, examples) -> np.ndarray:
         if not self.labels:
@@ -156,6 +177,13 @@ class GlueTask(Task):
         return self.score(eval_examples, outputs, suffix)
 
     # ------------------------------------------------------------------ submission files
+    def write_test_predictions(self, folder, split, features, outputs):
+        """`folder/<GLUE name>.tsv` (MNLI: MNLI-m.tsv and MNLI-mm.tsv), ready to zip for the leaderboard."""
+        name = self.submission_names[self.tests.index(split)]
+        path = pathlib.Path(folder) / name
+        write_text_atomic(path, "\n".join(self.submission_lines(features["examples"], outputs)) + "\n")
+        return path
+
     def submission_lines(self, examples, outputs) -> List[str]:
         """GLUE's format: a header `index\tprediction`, then one line per test row."""
         predictions = self.predictions(outputs)

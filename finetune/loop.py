@@ -1,0 +1,142 @@
+"""One fine-tuning trial: train the shared encoder and the task heads, then evaluate and predict.
+
+Single device, eager data (NumPy batches of varying length) fed to one tf.function per task whose
+input signature leaves batch and length free, so length-bucketed batches do not retrace. With several
+tasks, every update is one task's batch; batches of all tasks are shuffled together, so each task is
+seen in proportion to its training set (the original mixed the tasks' examples within batches).
+"""
+import math
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from data.progress import ProgressLine
+from finetune import batches as batches_lib
+from finetune.losses import task_loss
+from finetune.tasks import SPAN
+from model.optimization import create_optimizer
+
+MODEL_INPUTS = ("input_ids", "input_mask", "segment_ids")
+
+
+def count_steps(train_counts, config):
+    """Updates for the run: the original's int(examples × epochs / batch), at least one; capped by
+    max_train_steps when set."""
+    steps = max(1, int(sum(train_counts) * config.num_train_epochs / config.train_batch_size))
+    return min(steps, config.max_train_steps) if config.max_train_steps > 0 else steps
+
+
+def build_optimizer(config, num_steps, num_layers):
+    decay = config.layerwise_lr_decay or None
+    return create_optimizer(
+        config.learning_rate, num_steps, int(config.warmup_proportion * num_steps),
+        weight_decay_rate=config.weight_decay_rate, lr_decay_power=config.lr_decay_power,
+        epsilon=config.adam_epsilon, clip_norm=config.clip_norm, layerwise_lr_decay=decay,
+        num_layers=num_layers, layerwise_variant=config.layerwise_lr_variant)
+
+
+def min_length(task, config):
+    return config.beam_size if task.kind == SPAN else 1
+
+
+def task_batches(task, features, config, rng=None, training=False):
+    return batches_lib.iterate_batches(
+        features["sequences"], features["scalars"] if training else {},
+        config.train_batch_size if training else config.eval_batch_size, config.max_seq_length, rng=rng,
+        bucketing=config.length_bucketing, pool_batches=config.bucket_pool_batches,
+        min_length=min_length(task, config))
+
+
+def _signature(batch):
+    return {key: tf.TensorSpec([None] * value.ndim, tf.as_dtype(value.dtype))
+            for key, value in batch.items() if key != "index"}
+
+
+def _tensors(batch):
+    return {key: value for key, value in batch.items() if key != "index"}
+
+
+class Trainer:
+    """Compiled train and predict steps for a FinetuningModel and its tasks."""
+
+    def __init__(self, model, tasks, optimizer, config):
+        self.model, self.optimizer, self.config = model, optimizer, config
+        self.tasks = {task.name: task for task in tasks}
+        self._train_steps, self._predict_steps = {}, {}
+        optimizer.build(model.trainable_variables)
+
+    def _train_fn(self, task, batch):
+        if task.name not in self._train_steps:
+            head_vars = {id(v) for v in self.model.heads[task.name].trainable_variables}
+            other_heads = {id(v) for name, head in self.model.heads.items() if name != task.name
+                           for v in head.trainable_variables}
+            variables = [v for v in self.model.trainable_variables if id(v) not in other_heads]
+            assert head_vars <= {id(v) for v in variables}
+
+            def step(inputs):
+                with tf.GradientTape() as tape:
+                    outputs = self.model(inputs, task_name=task.name, training=True)
+                    loss = task_loss(task, outputs, inputs, self.config.answerable_weight)
+                gradients = tape.gradient(loss, variables)
+                self.optimizer.apply_gradients(zip(gradients, variables))
+                return loss
+
+            self._train_steps[task.name] = tf.function(step, input_signature=[_signature(batch)],
+                                                       jit_compile=self.config.use_xla)
+        return self._train_steps[task.name]
+
+    def _predict_fn(self, task, batch):
+        if task.name not in self._predict_steps:
+            def step(inputs):
+                return self.model(inputs, task_name=task.name, training=False)
+
+            self._predict_steps[task.name] = tf.function(step, input_signature=[_signature(batch)],
+                                                         jit_compile=self.config.use_xla)
+        return self._predict_steps[task.name]
+
+    def train(self, train_features, num_steps, seed, reporter=None, label=""):
+        """`num_steps` updates over `train_features` ({task name: features}); returns the mean loss of
+        the last logging interval."""
+        rng = np.random.default_rng(seed)
+        config = self.config
+        progress = ProgressLine(f"fine-tuning {label}".strip(), num_steps,
+                                lambda done, elapsed: f"step {int(done)}/{num_steps}, {done / elapsed:.2f} steps/s")
+        step, losses, last_mean = 0, [], float("nan")
+        while step < num_steps:
+            epoch = [(name, batch) for name, features in train_features.items()
+                     for batch in task_batches(self.tasks[name], features, config, rng, training=True)]
+            for position in rng.permutation(len(epoch)):
+                if step >= num_steps:
+                    break
+                name, batch = epoch[position]
+                loss = self._train_fn(self.tasks[name], batch)(_tensors(batch))
+                losses.append(float(loss))
+                step += 1
+                if step % config.iterations_per_loop == 0 or step == num_steps or step == 1:
+                    last_mean = float(np.mean(losses))
+                    lr = float(keras.ops.convert_to_numpy(self.optimizer.learning_rate))
+                    if reporter is not None:
+                        reporter.scalars(reporter.train_writer, step, {"loss": last_mean, "learning_rate": lr})
+                    losses = []
+                progress.update(step, f"loss {last_mean:.4f}")
+        progress.finish(step, f"loss {last_mean:.4f}")
+        if not math.isfinite(last_mean):
+            raise RuntimeError(f"fine-tuning diverged (loss {last_mean}); lower learning_rate")
+        return last_mean
+
+    def predict(self, task, features):
+        """The head's outputs for every feature, in feature order (NumPy; a dict for span tasks)."""
+        collected, indices = [], []
+        for batch in task_batches(task, features, self.config):
+            outputs = self._predict_fn(task, batch)(_tensors(batch))
+            collected.append(tf.nest.map_structure(lambda t: t.numpy(), outputs))
+            indices.append(batch["index"])
+        order = np.argsort(np.concatenate(indices), kind="stable")
+        if isinstance(collected[0], dict):
+            return {key: _concat_rows([c[key] for c in collected])[order] for key in collected[0]}
+        return _concat_rows(collected)[order]
+
+
+def _concat_rows(arrays):
+    return np.concatenate(arrays, axis=0)

@@ -1,0 +1,156 @@
+"""Fine-tuning trials: read and featurize every split once, then per trial (seed + k) restore the
+pretrained encoder, add fresh heads, train, evaluate, predict and save; results JSON with every trial and
+the median/mean/std of each metric, and a printed table."""
+import dataclasses
+import pathlib
+import time
+from typing import Dict, List
+
+import keras
+from configs.loading import save_json
+from finetune import metrics as metrics_lib
+from finetune.loop import Trainer, build_optimizer, count_steps
+from finetune.model import FinetuningModel, make_head
+from finetune.pretrained import build_encoder, restore_by_path
+from finetune.saved import model_folder_name, save_finetuned_model, set_aside
+
+
+@dataclasses.dataclass
+class TaskData:
+    task: object
+    train: dict
+    evals: Dict[str, dict]  # metric suffix → features
+    tests: Dict[str, dict]  # split → features
+    baseline: Dict[str, float]
+
+
+def prepare_tasks(tasks, data_root, tokenizer, config, do_train=True, do_predict=False, say=print) -> List[TaskData]:
+    """Reads every split first (so a bad file stops the run before any training), then featurizes."""
+    examples = []
+    for task in tasks:
+        train = task.read(data_root, "train") if do_train else None
+        evals = {suffix: task.read(data_root, split) for split, suffix in task.eval_splits().items()}
+        tests = {split: task.read(data_root, split) for split in task.test_splits()} if do_predict else {}
+        examples.append((task, train, evals, tests))
+    prepared = []
+    for task, train, evals, tests in examples:
+        start = time.monotonic()
+        baseline = {}
+        if train is not None and hasattr(task, "majority_baseline"):
+            for suffix, rows in evals.items():
+                baseline.update(task.majority_baseline(train, rows, suffix))
+        data = TaskData(
+            task=task,
+            train=task.featurize(train, tokenizer, config, training=True) if train is not None else None,
+            evals={suffix: task.featurize(rows, tokenizer, config) for suffix, rows in evals.items()},
+            tests={split: task.featurize(rows, tokenizer, config) for split, rows in tests.items()},
+            baseline=baseline)
+        splits = dict(zip(data.evals, task.eval_splits()))  # metric suffix → split name
+        counts = ", ".join([f"train {data.train['count']}"] * (train is not None)
+                           + [f"{splits[suffix]} {features['count']}" for suffix, features in data.evals.items()])
+        say(f"{task.name}: featurized ({counts or 'no splits'}) in {time.monotonic() - start:.1f} s")
+        prepared.append(data)
+    return prepared
+
+
+class TrialRunner:
+    def __init__(self, pretrained, config, task_data, model_dir, do_train=True, do_predict=False,
+                 say=print, reporter_factory=None):
+        self.pretrained, self.config, self.task_data = pretrained, config, task_data
+        self.model_dir = pathlib.Path(model_dir)
+        self.do_train, self.do_predict, self.say = do_train, do_predict, say
+        self.reporter_factory = reporter_factory
+        self._results_started = set()  # results files this run has begun (older ones were set aside)
+
+    @property
+    def num_steps(self):
+        return count_steps([d.train["count"] for d in self.task_data], self.config)
+
+    def run_trial(self, trial):
+        config, tasks = self.config, [d.task for d in self.task_data]
+        seed = config.seed + trial
+        keras.utils.set_random_seed(seed)
+        encoder = build_encoder(self.pretrained.model_config)
+        restore_by_path(encoder, self.pretrained.checkpoint, what="encoder")
+        model = FinetuningModel(encoder, {t.name: make_head(t, encoder.hidden_size, config) for t in tasks})
+        trainer = Trainer(model, tasks, build_optimizer(config, self.num_steps, encoder.num_layers), config)
+        label = f"{'+'.join(t.name for t in tasks)} trial {trial + 1}/{config.num_trials}"
+        reporter = self.reporter_factory(trial) if self.reporter_factory else None
+        start = time.monotonic()
+        if self.do_train:
+            trainer.train({d.task.name: d.train for d in self.task_data}, self.num_steps, seed, reporter, label)
+        train_seconds = time.monotonic() - start
+        results = {}
+        for data in self.task_data:
+            scores = {}
+            for suffix, features in data.evals.items():
+                values, extra = data.task.evaluate(features, trainer.predict(data.task, features), config, suffix)
+                scores.update(values)
+                if extra:
+                    self._write_eval_extra(data.task, trial, suffix, extra)
+            if reporter is not None:
+                reporter.scalars(reporter.eval_writer, self.num_steps, scores)
+            if self.do_predict:
+                folder = self.model_dir / "test_predictions" / f"trial_{trial + 1}"
+                for split, features in data.tests.items():
+                    path = data.task.write_test_predictions(folder, split, features,
+                                                            trainer.predict(data.task, features))
+                    self.say(f"{data.task.name}: wrote {path}")
+            if config.save_finetuned_models:
+                folder = self.model_dir / "finetuning_models" / model_folder_name(data.task.name, trial + 1)
+                save_finetuned_model(folder, encoder, model.heads[data.task.name], data.task, config,
+                                     self.pretrained, scores)
+            results[data.task.name] = {"trial": trial + 1, "seed": seed, "metrics": scores,
+                                       "train_seconds": round(train_seconds, 1)}
+        if reporter is not None:
+            reporter.close()
+        return results
+
+    def _write_eval_extra(self, task, trial, suffix, extra):
+        folder = self.model_dir / "results" / f"{task.name}_predictions_trial_{trial + 1}"
+        for name, values in extra.items():
+            save_json(values, folder / f"{name}{suffix}.json")
+
+    def run(self):
+        all_trials = {d.task.name: [] for d in self.task_data}
+        for trial in range(self.config.num_trials):
+            for name, result in self.run_trial(trial).items():
+                all_trials[name].append(result)
+                self.say(f"{name} trial {trial + 1}: " + ", ".join(
+                    f"{key} {value:.2f}" for key, value in result["metrics"].items()))
+            self.write_results(all_trials, complete=trial + 1 == self.config.num_trials)
+        return all_trials
+
+    def results_path(self, task_name):
+        return self.model_dir / "results" / f"{task_name}_results.json"
+
+    def write_results(self, all_trials, complete):
+        for data in self.task_data:
+            trials = all_trials[data.task.name]
+            names = list(trials[0]["metrics"]) if trials else []
+            summary = {name: metrics_lib.summary([t["metrics"][name] for t in trials]) for name in names}
+            path = self.results_path(data.task.name)
+            if path not in self._results_started:
+                set_aside(path)  # a previous run's results are kept beside, never overwritten
+                self._results_started.add(path)
+            save_json({"task": data.task.name, "primary_metric": data.task.primary_metric,
+                       "model_folder": str(self.pretrained.folder), "checkpoint": str(self.pretrained.checkpoint),
+                       "tasks_trained_together": [d.task.name for d in self.task_data],
+                       "num_train_steps": self.num_steps, "config": self.config.to_dict(),
+                       "trials_done": len(trials), "trials_requested": self.config.num_trials,
+                       "complete": complete, "majority_baseline": data.baseline, "trials": trials,
+                       "summary": summary}, path)
+
+
+def results_table(all_trials, task_data) -> str:
+    """A readable table: per task and metric, the median, mean ± std over trials and the baseline."""
+    lines = [f"{'task':<8} {'metric':<12} {'median':>8} {'mean ± std':>16} {'trials':>6} {'majority':>9}"]
+    for data in task_data:
+        trials = all_trials[data.task.name]
+        for name in trials[0]["metrics"]:
+            s = metrics_lib.summary([t["metrics"][name] for t in trials])
+            base = data.baseline.get(name)
+            lines.append(f"{data.task.name:<8} {name:<12} {s['median']:>8.2f} "
+                         f"{s['mean']:>8.2f} ± {s['std']:<5.2f} {s['n']:>6} "
+                         f"{'' if base is None else f'{base:.2f}':>9}")
+    return "\n".join(lines)
