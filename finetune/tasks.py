@@ -88,7 +88,4 @@ def parse_task_list(text: str) -> List[Task]:
 def _load_all():
     # Task modules register themselves on import; imported here to avoid import cycles.
     from finetune import glue  # noqa: F401
-    try:
-        from finetune.squad import task  # noqa: F401
-    except ImportError:
-        pass
+    from finetune.squad import task  # noqa: F401

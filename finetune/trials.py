@@ -144,13 +144,13 @@ class TrialRunner:
 
 def results_table(all_trials, task_data) -> str:
     """A readable table: per task and metric, the median, mean ± std over trials and the baseline."""
-    lines = [f"{'task':<8} {'metric':<12} {'median':>8} {'mean ± std':>16} {'trials':>6} {'majority':>9}"]
+    lines = [f"{'task':<8} {'metric':<18} {'median':>8} {'mean ± std':>16} {'trials':>6} {'majority':>9}"]
     for data in task_data:
         trials = all_trials[data.task.name]
         for name in trials[0]["metrics"]:
             s = metrics_lib.summary([t["metrics"][name] for t in trials])
             base = data.baseline.get(name)
-            lines.append(f"{data.task.name:<8} {name:<12} {s['median']:>8.2f} "
+            lines.append(f"{data.task.name:<8} {name:<18} {s['median']:>8.2f} "
                          f"{s['mean']:>8.2f} ± {s['std']:<5.2f} {s['n']:>6} "
                          f"{'' if base is None else f'{base:.2f}':>9}")
     return "\n".join(lines)
