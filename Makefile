@@ -16,7 +16,7 @@ demo: $(VENV)/.runtime-installed
 	ELECTRA_DATA_DIR=$(DEMO_DATA) $(BIN)/python run_pretraining.py --model-name electra_tiny \
 		--hparams '$(DEMO_PRETRAIN_HPARAMS)'
 
-test: $(VENV)/.test-installed
+test: $(VENV)/.test-installed $(VENV)/.hf4-installed
 	$(BIN)/python -m pytest
 
 $(BIN)/python:
@@ -30,6 +30,12 @@ $(VENV)/.runtime-installed: requirements.txt | $(BIN)/python
 $(VENV)/.test-installed: requirements-test.txt requirements.txt | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -r requirements-test.txt
 	touch $@ $(VENV)/.runtime-installed
+
+# transformers 4.x beside the main pin, for the test that runs its TF-checkpoint converters in a subprocess.
+$(VENV)/.hf4-installed: requirements-hf4.txt | $(BIN)/python
+	rm -rf $(VENV)/hf4
+	$(BIN)/python -m pip install --quiet --no-deps --target $(VENV)/hf4 -r requirements-hf4.txt
+	touch $@
 
 clean-venv:
 	rm -rf $(VENV)

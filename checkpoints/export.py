@@ -1,0 +1,74 @@
+"""Exports a model folder for other tools.
+
+    python -m checkpoints.export --model-dir electra_data/models/electra_small --format hf --output out/hf
+    python -m checkpoints.export --model-dir electra_data/models/electra_base --format bert --output out/bert
+    python -m checkpoints.export --model-dir electra_data/models/electra_small --format tf1 --output out/tf1
+    python -m checkpoints.export --model-dir <fine-tuned folder> --format saved_model --output out/sst/1
+
+Formats:
+  tf1          a name-based TF1 checkpoint with the original release's names (discriminator + generator),
+               global_step, vocab.txt (readable by tf.train.load_checkpoint and Hugging Face's converter)
+  bert         a google-research/bert checkpoint (bert/… names, bert_config.json, vocab.txt); only for
+               models whose embedding size equals the hidden size (Base, Large)
+  hf           <output>/discriminator (ElectraForPreTraining, ElectraModel) and <output>/generator
+               (ElectraForMaskedLM): config.json, model.safetensors, vocab and tokenizer files
+  saved_model  a fine-tuned classifier as a SavedModel serving raw strings (labels and probabilities)
+
+--model-dir takes a model folder (its latest checkpoint) or a checkpoint prefix in one (…/ckpt-1000).
+The output is written to a temporary folder and renamed when complete; an existing non-empty output
+folder is replaced only with --overwrite. Bad input stops with one line and exit code 2.
+"""
+import argparse
+import os
+import sys
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+
+import pathlib
+
+from data.errors import exit_on_input_error
+
+FORMATS = ("tf1", "bert", "hf", "saved_model")
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model-dir", required=True, type=pathlib.Path,
+                        help="a pretrained model folder (or a checkpoint prefix in one); for saved_model a "
+                             "fine-tuned model folder")
+    parser.add_argument("--format", required=True, choices=FORMATS)
+    parser.add_argument("--output", required=True, type=pathlib.Path, help="the folder to write")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace what this export writes in an existing non-empty --output folder")
+    return parser.parse_args(argv)
+
+
+@exit_on_input_error
+def main(argv=None):
+    args = parse_args(argv)
+    from checkpoints.output import check_output_dir
+
+    check_output_dir(args.output, args.overwrite)
+    if args.format == "saved_model":
+        from checkpoints.saved_model import export_finetuned
+
+        info = export_finetuned(args.model_dir, args.output, args.overwrite)
+        print(f"Wrote a SavedModel to {args.output}: inputs {', '.join(info['inputs'])} (strings), outputs "
+              f"{', '.join(info['outputs'])}")
+        return info
+    from checkpoints import exporters
+    from checkpoints.model_folder import load_model_folder
+
+    model = load_model_folder(args.model_dir)
+    print(f"Read {model.checkpoint} (step {model.step}).")
+    written = {"tf1": exporters.export_tf1, "bert": exporters.export_bert, "hf": exporters.export_hf}[args.format](
+        model, args.output, args.overwrite)
+    detail = (f"models {', '.join(written)}" if args.format == "hf" else f"{written} tensors")
+    print(f"Wrote the {args.format} export of {args.model_dir} to {args.output} ({detail}).")
+    return written
+
+
+if __name__ == "__main__":
+    main()
+    sys.exit(0)

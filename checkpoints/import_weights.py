@@ -1,0 +1,80 @@
+"""Imports official TF1 ELECTRA checkpoints and Hugging Face ELECTRA folders as one of our model folders.
+
+    python -m checkpoints.import_weights --source electra_small/ --model-name electra_small_official
+    python -m checkpoints.import_weights --source hf/electra-base-discriminator \\
+        --generator hf/electra-base-generator --model-name electra_base_hf
+
+--source: a TF1 checkpoint prefix (…/model.ckpt-N) or a folder holding one (the official release's
+folders), or a Hugging Face ELECTRA folder (config.json + model.safetensors): a discriminator folder,
+optionally with --generator, or a folder with discriminator/ and generator/ subfolders (what
+`checkpoints.export --format hf` writes). The model's sizes are read from the tensors and checked against
+--hparams when given (else inferred; attention heads from the Hugging Face config, or from the
+electra_config.json our TF1 export writes, or hidden / 64 as in the original). Optimizer slots and
+global_step are ignored.
+
+Writes <data-dir>/models/<model-name>/: config.json, the vocabulary (vocab.txt beside the checkpoint, or
+--vocab-file / --spm-model) and a checkpoint in our format, which `run_pretraining.py --init-checkpoint`
+and fine-tuning read like any pretrained model folder. Bad input stops with one line and exit code 2.
+"""
+import argparse
+import json
+import os
+import sys
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+
+import pathlib
+
+from data import paths
+from data.errors import InputError, exit_on_input_error
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--source", required=True, type=pathlib.Path,
+                        help="TF1 checkpoint prefix or folder, or Hugging Face ELECTRA folder")
+    parser.add_argument("--generator", type=pathlib.Path, default=None,
+                        help="the generator's Hugging Face folder (when --source is the discriminator's)")
+    parser.add_argument("--model-name", required=True, help="the folder to write under <data-dir>/models/")
+    parser.add_argument("--data-dir", type=pathlib.Path, default=None,
+                        help=f"default ${paths.DATA_DIR_ENV} or ./{paths.DEFAULT_DATA_DIR}")
+    vocab = parser.add_mutually_exclusive_group()
+    vocab.add_argument("--vocab-file", type=pathlib.Path, default=None,
+                       help="WordPiece vocab.txt (default: the one beside the checkpoint)")
+    vocab.add_argument("--spm-model", type=pathlib.Path, default=None, help="SentencePiece model instead")
+    parser.add_argument("--lower-case", action=argparse.BooleanOptionalAction, default=None,
+                        help="the vocabulary's casing (default: the Hugging Face tokenizer config's, else on)")
+    parser.add_argument("--hparams", default="",
+                        help="JSON (inline or a .json file) of PretrainingConfig fields the model was trained "
+                             "with, e.g. '{\"model_size\": \"electra_small_plus\"}'; checked against the tensors")
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing model folder's files")
+    return parser.parse_args(argv)
+
+
+@exit_on_input_error
+def main(argv=None):
+    args = parse_args(argv)
+    name = args.model_name
+    if not name or "/" in name or name in (".", ".."):
+        raise InputError(f"--model-name {name!r}: use a plain folder name such as electra_small_official")
+    model_dir = paths.models_dir(args.data_dir or paths.default_data_dir()) / name
+    from checkpoints import importer
+    from checkpoints.output import check_output_dir
+    from data.tokenization import load_tokenizer
+
+    check_output_dir(model_dir, args.overwrite, flag="--model-name")
+    source = importer.open_source(args.source, args.generator)
+    vocab_file, spm_model = importer.resolve_vocab(source, args.vocab_file, args.spm_model)
+    lower_case = importer.hf_lower_case(source) if args.lower_case is None else args.lower_case
+    tokenizer = load_tokenizer(vocab_file=vocab_file, spm_model=spm_model, lower_case=lower_case)
+    config, _ = importer.import_weights(source, model_dir, tokenizer, args.hparams, args.overwrite)
+    print(f"Wrote {model_dir} (step {source.step}). Continue pretraining on a dataset built with its "
+          f"vocabulary:\n  python run_pretraining.py --model-name {name}_continued --init-checkpoint {model_dir} "
+          f"--hparams '{json.dumps(importer.continue_hparams(config))}'")
+    return model_dir
+
+
+if __name__ == "__main__":
+    main()
+    sys.exit(0)

@@ -1,0 +1,52 @@
+"""Output folders that appear complete or not at all.
+
+Everything is written into a hidden temporary folder beside the target and renamed into place at the end,
+so an interrupted export or import leaves no folder that looks finished. An existing non-empty target is
+replaced only with `overwrite`, and even then the files it holds that this output does not write are kept
+(moved into the new folder), never deleted.
+"""
+import contextlib
+import os
+import pathlib
+import shutil
+import tempfile
+
+from data.errors import InputError
+
+
+def check_output_dir(path, overwrite, flag="--output"):
+    """InputError when `path` is a file, or a non-empty folder and not `overwrite`."""
+    path = pathlib.Path(path)
+    if path.exists() and not path.is_dir():
+        raise InputError(f"{flag} {path}: is a file, not a folder; choose a folder path")
+    if path.is_dir() and any(path.iterdir()) and not overwrite:
+        raise InputError(f"{flag} {path}: the folder exists and is not empty; choose another one or pass "
+                         "--overwrite to replace what this command writes there")
+
+
+@contextlib.contextmanager
+def atomic_output_dir(path, overwrite=False, flag="--output"):
+    """Yields a temporary folder to fill; on success it becomes `path`."""
+    path = pathlib.Path(path)
+    check_output_dir(path, overwrite, flag)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temp = pathlib.Path(tempfile.mkdtemp(prefix=f".{path.name}.tmp-", dir=path.parent))
+    try:
+        yield temp
+    except BaseException:
+        shutil.rmtree(temp, ignore_errors=True)
+        raise
+    _swap_into_place(temp, path)
+
+
+def _swap_into_place(temp, path):
+    if not path.exists():
+        os.replace(temp, path)
+        return
+    for entry in path.iterdir():  # the user's other files move into the new folder
+        if not (temp / entry.name).exists():
+            os.replace(entry, temp / entry.name)
+    old = path.with_name(f".{path.name}.old-{os.getpid()}")
+    os.replace(path, old)
+    os.replace(temp, path)
+    shutil.rmtree(old, ignore_errors=True)

@@ -1,0 +1,128 @@
+"""A fine-tuned classifier as a SavedModel that serves raw strings.
+
+The serving signature takes one string tensor `text` (or `text_a` and `text_b` for a sentence-pair task),
+tokenizes in the graph with the same tensorflow-text graph the data pipeline uses
+(data.tokenization.Tokenizer.tf_tokenize), truncates BERT-style to max_seq_length, builds
+`[CLS] a [SEP] (b [SEP])`, runs the classifier and returns `label` (string), `label_id` and
+`probabilities` (a regression task, with no label names, returns `score`). Load it with
+`import tensorflow_text` then `tf.saved_model.load(path)`; TF Serving (which links tensorflow-text's ops)
+serves the `serving_default` signature.
+
+The classifier is any Keras model mapping {"input_ids", "input_mask", "segment_ids"} (int32
+[batch, max_seq_length]) to logits [batch, num_labels].
+"""
+import importlib
+import json
+
+import tensorflow as tf
+
+from checkpoints.output import atomic_output_dir
+from data.errors import InputError
+from data.tokenization import load_tokenizer
+
+SERVING_INFO = "electra_serving.json"
+
+
+def _head(tokens, lengths):
+    """The first `lengths[i]` tokens of row i of a RaggedTensor."""
+    positions = tf.ragged.range(tokens.row_lengths())
+    return tf.ragged.boolean_mask(tokens, positions < tf.expand_dims(lengths, 1))
+
+
+def truncate_pair(tokens_a, tokens_b, budget):
+    """BERT's _truncate_seq_pair (drop the last token of the longer segment, of b on a tie, until the pair
+    fits `budget`) in closed form: b keeps min(len b, max(budget − len a, budget // 2)), a the rest."""
+    length_a, length_b = tokens_a.row_lengths(), tokens_b.row_lengths()
+    keep_b = tf.minimum(length_b, tf.maximum(budget - length_a, budget // 2))
+    keep_a = tf.minimum(length_a, budget - keep_b)
+    return _head(tokens_a, keep_a), _head(tokens_b, keep_b)
+
+
+def encode_texts(tokenizer, texts, max_seq_length):
+    """One or two string tensors [batch] → the model's int32 inputs [batch, max_seq_length]."""
+    segments = [tokenizer.tf_tokenize(text) for text in texts]
+    if len(segments) == 1:
+        segments = [_head(segments[0], tf.fill([segments[0].nrows()], tf.constant(max_seq_length - 2, tf.int64)))]
+    else:
+        segments = list(truncate_pair(segments[0], segments[1], max_seq_length - 3))
+    batch = segments[0].nrows()
+    special = tokenizer.special_ids
+    ids, types = [tf.fill([batch, 1], special.cls)], [tf.zeros([batch, 1], tf.int32)]
+    for segment_id, tokens in enumerate(segments):
+        ids += [tokens, tf.fill([batch, 1], special.sep)]
+        types += [tf.zeros_like(tokens) + segment_id, tf.fill([batch, 1], segment_id)]
+    ids, types = _concat_rows(ids), _concat_rows(types)
+    shape = [None, max_seq_length]
+    return {"input_ids": ids.to_tensor(0, shape=shape),
+            "input_mask": tf.ones_like(ids).to_tensor(0, shape=shape),
+            "segment_ids": types.to_tensor(0, shape=shape)}
+
+
+def _concat_rows(pieces):
+    """Concatenates dense [batch, 1] and ragged [batch, (n)] pieces along the token axis."""
+    return tf.concat([tf.RaggedTensor.from_tensor(p) if isinstance(p, tf.Tensor) else p for p in pieces], axis=1)
+
+
+class ServingModule(tf.Module):
+    """Holds the classifier and the tokenizer's TensorFlow objects so the SavedModel carries both."""
+
+    def __init__(self, model, tokenizer, max_seq_length, label_names, is_pair):
+        super().__init__(name="electra_classifier")
+        self.model = model
+        self.tokenizer = tokenizer.tf_module
+        self._encode = lambda texts: encode_texts(tokenizer, texts, max_seq_length)
+        self._label_names = list(label_names or [])
+        names = ("text_a", "text_b") if is_pair else ("text",)
+        signature = [tf.TensorSpec([None], tf.string, name=name) for name in names]
+        self.serve = tf.function(self._predict, input_signature=signature)
+
+    def _predict(self, *texts):
+        logits = tf.cast(self.model(self._encode(texts), training=False), tf.float32)
+        if not self._label_names:
+            return {"score": tf.reshape(logits, [-1])}
+        probabilities = tf.nn.softmax(logits, axis=-1)
+        label_id = tf.argmax(probabilities, axis=-1, output_type=tf.int32)
+        return {"label": tf.gather(tf.constant(self._label_names), label_id), "label_id": label_id,
+                "probabilities": probabilities}
+
+
+def export_classifier(model, tokenizer, max_seq_length, output, label_names=None, is_pair=False,
+                      overwrite=False, task=None):
+    """Writes the SavedModel (+ electra_serving.json describing its inputs and labels) to `output`."""
+    if max_seq_length < (5 if is_pair else 3):
+        raise InputError(f"max_seq_length {max_seq_length} leaves no room for text; use a longer one")
+    module = ServingModule(model, tokenizer, max_seq_length, label_names, is_pair)
+    serving = module.serve.get_concrete_function()
+    info = {"task": task, "label_names": list(label_names or []), "is_pair": bool(is_pair),
+            "max_seq_length": int(max_seq_length), "signature": "serving_default",
+            "inputs": [spec.name for spec in serving.structured_input_signature[0]],
+            "outputs": sorted(serving.structured_outputs)}
+    with atomic_output_dir(output, overwrite) as temp:
+        tf.saved_model.save(module, str(temp), signatures={"serving_default": serving})
+        (temp / SERVING_INFO).write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
+    return info
+
+
+def load_finetuned(folder):
+    """(keras model, info) from the fine-tuning code's `finetune.saved.load_finetuned_model`."""
+    try:
+        saved = importlib.import_module("finetune.saved")
+    except ModuleNotFoundError as error:
+        if error.name not in ("finetune", "finetune.saved"):
+            raise
+        saved = None
+    loader = getattr(saved, "load_finetuned_model", None)
+    if loader is None:
+        raise InputError("--format saved_model: this checkout has no finetune.saved.load_finetuned_model (the "
+                         "fine-tuning code that reads a fine-tuned folder); update the checkout")
+    return loader(folder)
+
+
+def export_finetuned(folder, output, overwrite=False):
+    """--format saved_model: a fine-tuned model folder → a SavedModel serving raw strings."""
+    model, info = load_finetuned(folder)
+    sp_model = info.get("sp_model")
+    tokenizer = load_tokenizer(vocab_file=None if sp_model else info["vocab_file"], spm_model=sp_model,
+                               lower_case=info["do_lower_case"])
+    return export_classifier(model, tokenizer, info["max_seq_length"], output, info.get("label_names"),
+                             info.get("is_pair", False), overwrite, task=info.get("task"))
