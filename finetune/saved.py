@@ -59,7 +59,9 @@ def save_finetuned_model(folder, encoder, head, task, config, pretrained, metric
         shutil.rmtree(temp)  # our own unfinished write
     temp.mkdir(parents=True)
     model = SingleTaskModel(encoder, head)
-    tf.train.Checkpoint(model=model_trackable(model)).write(str(temp / CHECKPOINT_PREFIX))
+    checkpoint = tf.train.Checkpoint(model=model_trackable(model))
+    checkpoint.save_counter  # created so that the file has what a restore expects (as ckpt-N files do)
+    checkpoint.write(str(temp / CHECKPOINT_PREFIX))
     vocab_source = pretrained.vocab_file or pretrained.sp_model
     shutil.copyfile(vocab_source, temp / vocab_source.name)
     head_config = {key: value for key, value in head.get_config().items()
