@@ -70,6 +70,9 @@ def open_source(path, generator=None):
             raise InputError(f"--generator {generator}: not a Hugging Face folder (config.json + "
                              "model.safetensors); pass the generator's folder")
         return hf_lib.HFSource(discriminator, generator or paired)
+    if hf_lib.is_hf_folder(path / "generator"):
+        raise InputError(f"--source {path}: holds a generator folder but no discriminator/ beside it; the "
+                         "import needs the discriminator (pass its folder, with --generator for the generator)")
     if generator is not None:
         raise InputError("--generator is for Hugging Face folders; a TF1 checkpoint holds both towers")
     if not path.exists() and not pathlib.Path(f"{path}.index").exists():

@@ -71,13 +71,13 @@ def load_model_folder(path):
 
 
 def restore_model_weights(pretrainer, prefix, config_path):
-    status = tf.train.Checkpoint(model=model_trackable(pretrainer)).restore(prefix)
-    try:
+    checkpoint = tf.train.Checkpoint(model=model_trackable(pretrainer))
+    try:  # a shape mismatch fails in restore(), a missing weight in the assertion
+        status = checkpoint.restore(prefix).expect_partial()  # the optimizer's state is not needed
         status.assert_existing_objects_matched()
     except (AssertionError, ValueError) as error:
         raise InputError(f"{prefix}: the checkpoint does not hold the model {config_path} describes "
                          f"({str(error)[:200]}); pass the folder the checkpoint was trained in") from None
-    status.expect_partial()  # the optimizer's state is not needed
 
 
 def write_model_folder(folder, config, pretrainer, vocab_file, step=0, overwrite=False):

@@ -1,0 +1,174 @@
+"""The SavedModel export (4): reloaded with tf.saved_model.load, it serves raw strings (real GLUE dev
+sentences, an empty string, strings longer than max_seq_length) with the Keras classifier's predictions.
+
+The reference side tokenizes in Python (Tokenizer.encode_batch) and truncates with BERT's own
+_truncate_seq_pair loop, written out here; the SavedModel does both inside its graph.
+"""
+import sys
+import types
+
+import numpy as np
+import pytest
+
+MAX_SEQ_LENGTH = 24
+
+
+class Classifier:
+    """Built lazily (keras import): BertEncoder + dense on the [CLS] hidden state."""
+
+    @staticmethod
+    def build(vocab_size, num_labels, seed):
+        import keras
+
+        from model.encoder import BertEncoder
+
+        class _Classifier(keras.Model):
+            def __init__(self):
+                super().__init__(name="classifier")
+                self.encoder = BertEncoder(vocab_size, hidden_size=32, num_layers=2, num_heads=2,
+                                           intermediate_size=64, embedding_size=32, max_position_embeddings=64)
+                self.dense = keras.layers.Dense(num_labels, name="dense")
+
+            def call(self, inputs, training=False):
+                return self.dense(self.encoder(inputs, training=training)[:, 0])
+
+        model = _Classifier()
+        zeros = np.zeros((1, MAX_SEQ_LENGTH), np.int32)
+        model({"input_ids": zeros, "input_mask": zeros + 1, "segment_ids": zeros})
+        rng = np.random.default_rng(seed)
+        for variable in model.weights:
+            value = variable.numpy()
+            variable.assign((value + 0.2 * rng.standard_normal(value.shape)).astype(np.float32))
+        return model
+
+
+def truncate_seq_pair(tokens_a, tokens_b, max_length):
+    """google-research/bert's loop."""
+    while len(tokens_a) + len(tokens_b) > max_length:
+        if len(tokens_a) > len(tokens_b):
+            tokens_a.pop()
+        else:
+            tokens_b.pop()
+
+
+def reference_inputs(tokenizer, texts_a, texts_b=None):
+    special = tokenizer.special_ids
+    ids_a = [list(x) for x in tokenizer.encode_batch(texts_a)]
+    ids_b = [list(x) for x in tokenizer.encode_batch(texts_b)] if texts_b else [None] * len(texts_a)
+    batch = {key: np.zeros((len(texts_a), MAX_SEQ_LENGTH), np.int32)
+             for key in ("input_ids", "input_mask", "segment_ids")}
+    for row, (a, b) in enumerate(zip(ids_a, ids_b)):
+        if b is None:
+            a = a[:MAX_SEQ_LENGTH - 2]
+            tokens, types = [special.cls] + a + [special.sep], [0] * (len(a) + 2)
+        else:
+            truncate_seq_pair(a, b, MAX_SEQ_LENGTH - 3)
+            tokens = [special.cls] + a + [special.sep] + b + [special.sep]
+            types = [0] * (len(a) + 2) + [1] * (len(b) + 1)
+        batch["input_ids"][row, :len(tokens)] = tokens
+        batch["input_mask"][row, :len(tokens)] = 1
+        batch["segment_ids"][row, :len(tokens)] = types
+    return batch
+
+
+def glue_rows(shared_data, task, columns, count):
+    lines = (shared_data / "glue" / task / "dev.tsv").read_text(encoding="utf-8").splitlines()
+    header = lines[0].split("\t")
+    rows = [line.split("\t") for line in lines[1:count + 1]]
+    return [[row[header.index(column)] for row in rows] for column in columns]
+
+
+@pytest.fixture(scope="module")
+def tokenizer(bert_vocab_file):
+    from data.tokenization import load_tokenizer
+
+    return load_tokenizer(vocab_file=bert_vocab_file)
+
+
+def load_and_serve(path, *texts):
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401  (registers the tokenizer ops the graph uses)
+
+    serving = tf.saved_model.load(str(path)).signatures["serving_default"]
+    names = ("text_a", "text_b") if len(texts) == 2 else ("text",)
+    return {key: value.numpy() for key, value in serving(**{
+        name: tf.constant(list(text)) for name, text in zip(names, texts)}).items()}
+
+
+def assert_same_predictions(model, served, inputs, label_names):
+    logits = np.asarray(model(inputs))
+    probabilities = np.exp(logits - logits.max(-1, keepdims=True))
+    probabilities /= probabilities.sum(-1, keepdims=True)
+    np.testing.assert_allclose(served["probabilities"], probabilities, atol=1e-5)
+    assert list(served["label_id"]) == list(np.argmax(logits, -1))
+    assert [label.decode() for label in served["label"]] == [label_names[i] for i in np.argmax(logits, -1)]
+    assert len(set(np.round(probabilities[:, 0], 4))) > len(probabilities) // 2  # inputs differ in effect
+
+
+def test_truncate_pair_is_berts_loop():
+    import tensorflow as tf
+
+    from checkpoints.saved_model import truncate_pair
+
+    lengths = [(a, b) for a in range(9) for b in range(9)]
+    tokens_a = tf.ragged.constant([list(range(a)) for a, _ in lengths], dtype=tf.int32)
+    tokens_b = tf.ragged.constant([list(range(100, 100 + b)) for _, b in lengths], dtype=tf.int32)
+    for budget in (0, 1, 5, 6, 11):
+        kept_a, kept_b = (kept.to_list() for kept in truncate_pair(tokens_a, tokens_b, budget))
+        for row, (a, b) in enumerate(lengths):
+            expected_a, expected_b = list(range(a)), list(range(100, 100 + b))
+            truncate_seq_pair(expected_a, expected_b, budget)
+            assert (kept_a[row], kept_b[row]) == (expected_a, expected_b), (a, b, budget)
+
+
+def test_single_sentence_export_through_the_cli(tmp_path, shared_data, tokenizer, bert_vocab_file, monkeypatch,
+                                                capsys):
+    """--format saved_model goes through finetune.saved.load_finetuned_model (a stand-in here)."""
+    from checkpoints import export
+
+    model = Classifier.build(tokenizer.vocab_size, num_labels=2, seed=0)
+    info = {"task": "sst", "label_names": ["negative", "positive"], "is_pair": False,
+            "max_seq_length": MAX_SEQ_LENGTH, "vocab_file": str(bert_vocab_file), "do_lower_case": True,
+            "sp_model": None}
+    loaded = []
+    stand_in = types.ModuleType("finetune.saved")
+    stand_in.load_finetuned_model = lambda folder: loaded.append(folder) or (model, info)
+    monkeypatch.setitem(sys.modules, "finetune.saved", stand_in)
+    output = tmp_path / "served" / "1"
+    export.main(["--model-dir", str(tmp_path / "finetuned"), "--format", "saved_model", "--output", str(output)])
+    assert loaded == [tmp_path / "finetuned"]
+    assert "text" in capsys.readouterr().out
+
+    (sentences,) = glue_rows(shared_data, "SST-2", ["sentence"], 10)
+    texts = sentences + ["", " ".join(sentences)]  # an empty string; one far over max_seq_length
+    assert len(tokenizer.encode(texts[-1])) > 4 * MAX_SEQ_LENGTH
+    served = load_and_serve(output, texts)
+    assert_same_predictions(model, served, reference_inputs(tokenizer, texts), info["label_names"])
+
+
+def test_sentence_pair_export(tmp_path, shared_data, tokenizer):
+    from checkpoints.saved_model import export_classifier
+
+    label_names = ["entailment", "not_entailment", "other"]
+    model = Classifier.build(tokenizer.vocab_size, num_labels=3, seed=1)
+    info = export_classifier(model, tokenizer, MAX_SEQ_LENGTH, tmp_path / "pair", label_names, is_pair=True,
+                             task="rte")
+    assert info["inputs"] == ["text_a", "text_b"]
+    first, second = glue_rows(shared_data, "RTE", ["sentence1", "sentence2"], 8)
+    long_text = " ".join(first)
+    texts_a = first + ["", long_text, "a short one", long_text]
+    texts_b = second + ["", "a short one", long_text, long_text]
+    served = load_and_serve(tmp_path / "pair", texts_a, texts_b)
+    assert_same_predictions(model, served, reference_inputs(tokenizer, texts_a, texts_b), label_names)
+
+
+def test_missing_finetuning_hook_is_one_line_exit_2(tmp_path, monkeypatch, capsys):
+    from checkpoints import export
+
+    monkeypatch.setitem(sys.modules, "finetune.saved", types.ModuleType("finetune.saved"))
+    with pytest.raises(SystemExit) as exit_info:
+        export.main(["--model-dir", str(tmp_path), "--format", "saved_model", "--output", str(tmp_path / "o")])
+    assert exit_info.value.code == 2
+    error = capsys.readouterr().err.strip()
+    assert error.count("\n") == 0 and "load_finetuned_model" in error
+    assert not (tmp_path / "o").exists()

@@ -1,0 +1,120 @@
+"""Round trips of every pretraining variant through the TF1 and Hugging Face exports (micro models).
+
+The import must infer each variant from the tensors alone (shared, untied or gradient-disentangled
+generator embeddings; a generator that is the discriminator; MLM-only; no generator network) and give
+back the same weights.
+"""
+import numpy as np
+import pytest
+
+from tests.test_model_fixtures import VOCAB_SIZE, tiny_config
+
+SHAPE_FLAGS = ("electra_objective", "untied_generator", "untied_generator_embeddings", "gdes_embeddings")
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tmp_path_factory):
+    """A 60-token vocabulary whose special ids are the tiny config's ([CLS] 1, [SEP] 2, [MASK] 3)."""
+    from data.tokenization import load_tokenizer
+
+    path = tmp_path_factory.mktemp("vocab") / "vocab.txt"
+    tokens = ["[PAD]", "[CLS]", "[SEP]", "[MASK]", "[UNK]"] + [f"word{i}" for i in range(VOCAB_SIZE - 5)]
+    path.write_text("\n".join(tokens) + "\n", encoding="utf-8")
+    return load_tokenizer(vocab_file=path)
+
+
+def model_folder(root, tokenizer, seed=0, **overrides):
+    from checkpoints.model_folder import load_model_folder, write_model_folder
+    from pretrain.builder import build_pretrainer
+
+    config = tiny_config(model_name="original", data_dir=str(root), **overrides)
+    pretrainer = build_pretrainer(config)
+    rng = np.random.default_rng(seed)
+    for variable in pretrainer.weights:
+        value = variable.numpy()
+        variable.assign((value + 0.1 * rng.standard_normal(value.shape)).astype(np.float32))
+    folder = write_model_folder(root / "models" / "original", config, pretrainer, tokenizer.vocab_file, step=5)
+    return load_model_folder(folder)
+
+
+def weights(pretrainer):
+    from model.names import tf1_name_map
+
+    return {name: variable.numpy() for name, variable in tf1_name_map(pretrainer).items()}
+
+
+def import_back(export, model, root, tokenizer, fmt):
+    from checkpoints.importer import import_weights, open_source
+
+    export(model, root / fmt)
+    return import_weights(open_source(root / fmt), root / "models" / f"from_{fmt}", tokenizer,
+                          say=lambda _: None)
+
+
+VARIANTS = {
+    "untied_generator_embeddings": {"untied_generator_embeddings": True},
+    "mlm_only": {"electra_objective": False},
+    "generator_is_discriminator": {"untied_generator": False},
+}
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_tf1_round_trip_of_variant(tmp_path, tokenizer, variant):
+    from checkpoints.exporters import export_tf1
+
+    model = model_folder(tmp_path, tokenizer, **VARIANTS[variant])
+    (tmp_path / "tf1").mkdir()  # an empty output folder is fine without --overwrite
+    config, imported = import_back(export_tf1, model, tmp_path, tokenizer, "tf1")
+    original = weights(model.pretrainer)
+    assert {k: v.tolist() for k, v in weights(imported).items()} == {k: v.tolist() for k, v in original.items()}
+    assert [getattr(config, flag) for flag in SHAPE_FLAGS] == [getattr(model.config, flag) for flag in SHAPE_FLAGS]
+
+
+def test_hf_round_trip_of_untied_generator_embeddings(tmp_path, tokenizer):
+    from checkpoints.exporters import export_hf
+
+    model = model_folder(tmp_path, tokenizer, untied_generator_embeddings=True)
+    config, imported = import_back(export_hf, model, tmp_path, tokenizer, "hf")
+    assert config.untied_generator_embeddings
+    original, back = weights(model.pretrainer), weights(imported)
+    assert set(back) == set(original) and all(np.array_equal(original[k], back[k]) for k in original)
+
+
+@pytest.mark.parametrize("fmt", ["tf1", "hf"])
+def test_gdes_exports_each_towers_table_and_imports_back(tmp_path, tokenizer, fmt):
+    from checkpoints import exporters
+    from checkpoints.names import export_tensors
+
+    model = model_folder(tmp_path, tokenizer, gdes_embeddings=True)
+    discriminator = model.pretrainer.discriminator
+    shared = discriminator.embeddings.word_embeddings.numpy()
+    merged = shared + discriminator.word_embeddings_delta.numpy()
+    tensors = export_tensors(model.pretrainer)
+    assert np.array_equal(tensors["electra/embeddings/word_embeddings"], merged)
+    assert np.array_equal(tensors["generator/embeddings/word_embeddings"], shared)
+    export = exporters.export_tf1 if fmt == "tf1" else exporters.export_hf
+    config, imported = import_back(export, model, tmp_path, tokenizer, fmt)
+    assert config.gdes_embeddings
+    np.testing.assert_array_equal(imported.generator.embeddings.word_embeddings.numpy(), shared)
+    np.testing.assert_allclose(np.asarray(imported.discriminator.merged_word_embeddings()), merged, atol=1e-6)
+    original, back = weights(model.pretrainer), weights(imported)
+    same = [k for k in original if "word_embeddings" not in k and np.array_equal(original[k], back[k])]
+    assert len(same) == len(original) - 2
+
+
+def test_discriminator_only_checkpoint_gets_a_fresh_generator(tmp_path, tokenizer):
+    from checkpoints.exporters import export_tf1
+
+    model = model_folder(tmp_path, tokenizer, uniform_generator=True)  # no generator network
+    messages = []
+    from checkpoints.importer import import_weights, open_source
+
+    export_tf1(model, tmp_path / "tf1")
+    (tmp_path / "tf1" / "electra_config.json").unlink()  # as an outside discriminator-only checkpoint
+    config, imported = import_weights(open_source(tmp_path / "tf1"), tmp_path / "models" / "back", tokenizer,
+                                      say=messages.append)
+    assert config.electra_objective and config.untied_generator and not config.uniform_generator
+    assert any("no generator" in message for message in messages)
+    original, back = weights(model.pretrainer), weights(imported)
+    assert all(np.array_equal(original[k], back[k]) for k in original)
+    assert any(k.startswith("generator/") for k in back)
