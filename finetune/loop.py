@@ -128,10 +128,16 @@ class Trainer:
     def predict(self, task, features):
         """The head's outputs for every feature, in feature order (NumPy; a dict for span tasks)."""
         collected, indices = [], []
+        count = features["count"]
+        progress = ProgressLine(f"predicting {task.name}", count,  # shown for long splits (SQuAD, MNLI)
+                                lambda done, elapsed: f"{int(done)}/{count} features, {done / elapsed:.0f}/s"
+                                ) if count > 5000 else None
         for batch in task_batches(task, features, self.config):
             outputs = self._predict_fn(task, batch)(_tensors(batch))
             collected.append(tf.nest.map_structure(lambda t: t.numpy(), outputs))
             indices.append(batch["index"])
+            if progress is not None:
+                progress.update(sum(len(i) for i in indices))
         order = np.argsort(np.concatenate(indices), kind="stable")
         if isinstance(collected[0], dict):
             return {key: _concat_rows([c[key] for c in collected])[order] for key in collected[0]}

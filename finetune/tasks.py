@@ -49,8 +49,26 @@ class Task(abc.ABC):
         ...
 
     @abc.abstractmethod
-    def read(self, data_root, split) -> list:
+    def read(self, data_root, split):
         """The split's examples; InputError for a missing folder or file, a bad row or an empty split."""
+
+    @abc.abstractmethod
+    def featurize(self, examples, tokenizer, config, training=False) -> dict:
+        """Model inputs: {"sequences": {"input_ids", "segment_ids"}: unpadded int32 arrays per feature,
+        "scalars": {name: per-feature training targets}, "count": number of features, ...}."""
+
+    @abc.abstractmethod
+    def evaluate(self, features, outputs, config, suffix=""):
+        """(metrics {name + suffix: value on 0–100}, extra outputs to save or None) from the head's
+        outputs for every feature."""
+
+    @abc.abstractmethod
+    def write_test_predictions(self, folder, split, features, outputs):
+        """Writes the split's predictions in the benchmark's submission format; returns the path."""
+
+    def majority_baseline(self, train_examples, eval_examples, suffix=""):
+        """Scores of always predicting the most frequent training label ({} where it means nothing)."""
+        return {}
 
 
 _REGISTRY: Dict[str, Task] = {}

@@ -36,7 +36,7 @@ def prepare_tasks(tasks, data_root, tokenizer, config, do_train=True, do_predict
     for task, train, evals, tests in examples:
         start = time.monotonic()
         baseline = {}
-        if train is not None and hasattr(task, "majority_baseline"):
+        if train is not None:
             for suffix, rows in evals.items():
                 baseline.update(task.majority_baseline(train, rows, suffix))
         data = TaskData(
