@@ -11,7 +11,6 @@ serves the `serving_default` signature.
 The classifier is any Keras model mapping {"input_ids", "input_mask", "segment_ids"} (int32
 [batch, max_seq_length]) to logits [batch, num_labels].
 """
-import importlib
 import json
 
 import tensorflow as tf
@@ -103,26 +102,17 @@ def export_classifier(model, tokenizer, max_seq_length, output, label_names=None
     return info
 
 
-def load_finetuned(folder):
-    """(keras model, info) from the fine-tuning code's `finetune.saved.load_finetuned_model`."""
-    try:
-        saved = importlib.import_module("finetune.saved")
-    except ModuleNotFoundError as error:
-        if error.name not in ("finetune", "finetune.saved"):
-            raise
-        saved = None
-    loader = getattr(saved, "load_finetuned_model", None)
-    if loader is None:
-        raise InputError("--format saved_model: this checkout has no finetune.saved.load_finetuned_model (the "
-                         "fine-tuning code that reads a fine-tuned folder); update the checkout")
-    return loader(folder)
-
-
 def export_finetuned(folder, output, overwrite=False):
-    """--format saved_model: a fine-tuned model folder → a SavedModel serving raw strings."""
-    model, info = load_finetuned(folder)
-    sp_model = info.get("sp_model")
-    tokenizer = load_tokenizer(vocab_file=None if sp_model else info["vocab_file"], spm_model=sp_model,
-                               lower_case=info["do_lower_case"])
-    return export_classifier(model, tokenizer, info["max_seq_length"], output, info.get("label_names"),
-                             info.get("is_pair", False), overwrite, task=info.get("task"))
+    """--format saved_model: a fine-tuned model folder (read by finetune.saved.load_finetuned_model) → a
+    SavedModel serving raw strings. Classification and regression heads only."""
+    from finetune.saved import load_finetuned_model
+
+    model, info = load_finetuned_model(folder)
+    if info.kind not in ("classification", "regression"):
+        raise InputError(f"--model-dir {folder}: a {info.task} model ({info.kind} head); the SavedModel export "
+                         "serves sentence(-pair) classifiers and regressors only")
+    tokenizer = load_tokenizer(vocab_file=None if info.sp_model else info.vocab_file, spm_model=info.sp_model,
+                               lower_case=info.do_lower_case)
+    label_names = info.label_names if info.kind == "classification" else None
+    return export_classifier(model, tokenizer, info.max_seq_length, output, label_names, info.is_pair, overwrite,
+                             task=info.task)

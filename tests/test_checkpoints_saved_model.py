@@ -4,7 +4,6 @@ sentences, an empty string, strings longer than max_seq_length) with the Keras c
 The reference side tokenizes in Python (Tokenizer.encode_batch) and truncates with BERT's own
 _truncate_seq_pair loop, written out here; the SavedModel does both inside its graph.
 """
-import sys
 import types
 
 import numpy as np
@@ -121,54 +120,61 @@ def test_truncate_pair_is_berts_loop():
             assert (kept_a[row], kept_b[row]) == (expected_a, expected_b), (a, b, budget)
 
 
-def test_single_sentence_export_through_the_cli(tmp_path, shared_data, tokenizer, bert_vocab_file, monkeypatch,
-                                                capsys):
-    """--format saved_model goes through finetune.saved.load_finetuned_model (a stand-in here)."""
+def finetuned_folder(folder, tokenizer, bert_vocab_file, task_name):
+    """A fine-tuned model folder as run_finetuning.py saves one (finetune.saved), random weights."""
+    from configs.model_config import ModelConfig
+    from finetune.heads import ClassificationHead
+    from finetune.model import SingleTaskModel
+    from finetune.pretrained import build_encoder
+    from finetune.saved import save_finetuned_model
+    from finetune.tasks import get_task
+
+    task = get_task(task_name)
+    model_config = ModelConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_layers=2, num_heads=2,
+                               intermediate_size=64, embedding_size=16, max_position_embeddings=64)
+    encoder = build_encoder(model_config)
+    head = ClassificationHead(task.num_outputs, model_config.hidden_size, name=task.name)
+    model = SingleTaskModel(encoder, head)
+    rng = np.random.default_rng(2)
+    for variable in model.weights:
+        value = variable.numpy()
+        variable.assign((value + 0.2 * rng.standard_normal(value.shape)).astype(np.float32))
+    config = types.SimpleNamespace(max_seq_length=MAX_SEQ_LENGTH)
+    pretrained = types.SimpleNamespace(vocab_file=bert_vocab_file, sp_model=None, do_lower_case=True,
+                                       model_config=model_config, checkpoint="random")
+    return save_finetuned_model(folder, encoder, head, task, config, pretrained)
+
+
+def test_finetuned_regression_pair_through_the_cli(tmp_path, shared_data, tokenizer, bert_vocab_file, capsys):
+    """--format saved_model on a fine-tuned STS-B folder: two string inputs, a score out."""
     from checkpoints import export
+    from finetune.saved import load_finetuned_model
 
-    model = Classifier.build(tokenizer.vocab_size, num_labels=2, seed=0)
-    info = {"task": "sst", "label_names": ["negative", "positive"], "is_pair": False,
-            "max_seq_length": MAX_SEQ_LENGTH, "vocab_file": str(bert_vocab_file), "do_lower_case": True,
-            "sp_model": None}
-    loaded = []
-    stand_in = types.ModuleType("finetune.saved")
-    stand_in.load_finetuned_model = lambda folder: loaded.append(folder) or (model, info)
-    monkeypatch.setitem(sys.modules, "finetune.saved", stand_in)
+    folder = finetuned_folder(tmp_path / "sts_model_1", tokenizer, bert_vocab_file, "sts")
     output = tmp_path / "served" / "1"
-    export.main(["--model-dir", str(tmp_path / "finetuned"), "--format", "saved_model", "--output", str(output)])
-    assert loaded == [tmp_path / "finetuned"]
-    assert "text" in capsys.readouterr().out
+    export.main(["--model-dir", str(folder), "--format", "saved_model", "--output", str(output)])
+    assert "text_a, text_b" in capsys.readouterr().out
+    first, second = glue_rows(shared_data, "STS-B", ["sentence1", "sentence2"], 8)
+    long_text = " ".join(first)
+    assert len(tokenizer.encode(long_text)) > 2 * MAX_SEQ_LENGTH
+    texts_a = first + ["", long_text, "a short one", long_text]  # empty; longer than max_seq_length
+    texts_b = second + ["", "a short one", long_text, long_text]
+    served = load_and_serve(output, texts_a, texts_b)
+    model, _ = load_finetuned_model(folder)
+    expected = np.asarray(model(reference_inputs(tokenizer, texts_a, texts_b)))[:, 0]
+    np.testing.assert_allclose(served["score"], expected, atol=1e-5)
+    assert len(set(np.round(expected, 4))) > len(expected) // 2  # the inputs differ in effect
 
-    (sentences,) = glue_rows(shared_data, "SST-2", ["sentence"], 10)
-    texts = sentences + ["", " ".join(sentences)]  # an empty string; one far over max_seq_length
-    assert len(tokenizer.encode(texts[-1])) > 4 * MAX_SEQ_LENGTH
-    served = load_and_serve(output, texts)
-    assert_same_predictions(model, served, reference_inputs(tokenizer, texts), info["label_names"])
 
-
-def test_sentence_pair_export(tmp_path, shared_data, tokenizer):
+def test_single_sentence_classifier(tmp_path, shared_data, tokenizer):
+    """The generic interface: any Keras classifier (here BertEncoder + dense on [CLS]) and label names."""
     from checkpoints.saved_model import export_classifier
 
-    label_names = ["entailment", "not_entailment", "other"]
+    label_names = ["negative", "positive", "neutral"]
     model = Classifier.build(tokenizer.vocab_size, num_labels=3, seed=1)
-    info = export_classifier(model, tokenizer, MAX_SEQ_LENGTH, tmp_path / "pair", label_names, is_pair=True,
-                             task="rte")
-    assert info["inputs"] == ["text_a", "text_b"]
-    first, second = glue_rows(shared_data, "RTE", ["sentence1", "sentence2"], 8)
-    long_text = " ".join(first)
-    texts_a = first + ["", long_text, "a short one", long_text]
-    texts_b = second + ["", "a short one", long_text, long_text]
-    served = load_and_serve(tmp_path / "pair", texts_a, texts_b)
-    assert_same_predictions(model, served, reference_inputs(tokenizer, texts_a, texts_b), label_names)
-
-
-def test_missing_finetuning_hook_is_one_line_exit_2(tmp_path, monkeypatch, capsys):
-    from checkpoints import export
-
-    monkeypatch.setitem(sys.modules, "finetune.saved", types.ModuleType("finetune.saved"))
-    with pytest.raises(SystemExit) as exit_info:
-        export.main(["--model-dir", str(tmp_path), "--format", "saved_model", "--output", str(tmp_path / "o")])
-    assert exit_info.value.code == 2
-    error = capsys.readouterr().err.strip()
-    assert error.count("\n") == 0 and "load_finetuned_model" in error
-    assert not (tmp_path / "o").exists()
+    info = export_classifier(model, tokenizer, MAX_SEQ_LENGTH, tmp_path / "single", label_names, task="sst")
+    assert info["inputs"] == ["text"] and info["outputs"] == ["label", "label_id", "probabilities"]
+    (sentences,) = glue_rows(shared_data, "SST-2", ["sentence"], 10)
+    texts = sentences + ["", " ".join(sentences)]  # an empty string; one far over max_seq_length
+    served = load_and_serve(tmp_path / "single", texts)
+    assert_same_predictions(model, served, reference_inputs(tokenizer, texts), label_names)
