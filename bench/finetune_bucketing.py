@@ -22,12 +22,7 @@ import dataclasses  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-
-def shared_data() -> pathlib.Path:
-    root = os.environ.get("ELECTRA_SHARED_DATA")
-    if not root:
-        sys.exit("set ELECTRA_SHARED_DATA to the shared data folder (../shared/data)")
-    return pathlib.Path(root)
+from bench.build_speed import shared_data  # noqa: E402
 
 
 def measure(trainer, task, features, config, steps, seed):

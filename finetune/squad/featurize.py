@@ -2,7 +2,8 @@
 convert_examples_to_features): the question cut to max_query_length word pieces, the context in windows
 of max_seq_length − |question| − 3 pieces every doc_stride, each piece remembering its whitespace word
 and whether this window gives it the most context. Training positions point at the answer's pieces
-(narrowed by _improve_answer_span) or at [CLS] (0) when the window lacks the answer or there is none.
+(narrowed by _improve_answer_span) or at [CLS] (0) when the window lacks the answer or there is none. Training skips questions whose
+answer text is not in the words its offsets point at (the original logged and skipped them).
 
 Speed: every distinct whitespace word, question and answer is tokenized once, in batched calls.
 """
@@ -62,6 +63,8 @@ def featurize_examples(examples, tokenizer, max_seq_length, doc_stride, max_quer
     windows = []
     cache = {}
     for example_index, example in enumerate(examples):
+        if training and not example.answer_found:
+            continue  # as the original: an answer its words do not contain is not trained on
         paragraph = example.paragraph
         key = id(paragraph)
         if key not in cache:  # questions share their paragraph's pieces

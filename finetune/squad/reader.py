@@ -27,9 +27,10 @@ class SquadExample:
     paragraph: Paragraph
     answers: List[str]  # every gold answer text ([] when unanswerable)
     answer_text: str  # the first answer ("" when unanswerable)
-    start_word: int  # its first and last whitespace word (-1 when unanswerable or not found)
+    start_word: int  # its first and last whitespace word (-1 when unanswerable)
     end_word: int
     is_impossible: bool
+    answer_found: bool = True  # the answer's words contain its text (the original skips others in training)
 
 
 def split_words(context):
@@ -84,8 +85,9 @@ def read_squad(path, dataset: Optional[dict] = None) -> List[SquadExample]:
                                              "context; repair the file")
                         start = paragraph.char_to_word[offset]
                         end = paragraph.char_to_word[offset + len(text) - 1]
+                    found = impossible or " ".join(text.split()) in " ".join(paragraph.doc_tokens[start:end + 1])
                     examples.append(SquadExample(qa["id"], qa["question"], paragraph,
-                                                 [a["text"] for a in answers], text, start, end, impossible))
+                                                 [a["text"] for a in answers], text, start, end, impossible, found))
     except (KeyError, TypeError) as error:
         raise InputError(f"{path}: malformed SQuAD entry (missing {error}); pass an official SQuAD file") from None
     if not examples:
