@@ -27,17 +27,17 @@ from bench.build_speed import shared_data  # noqa: E402
 
 def measure(trainer, task, features, config, steps, seed):
     """Seconds for `steps` updates (after one untimed warm-up update) and the mean padded length."""
-    from finetune.loop import _tensors, task_batches
+    from finetune.loop import task_batches
 
     rng = np.random.default_rng(seed)
     batches = []
     while len(batches) < steps + 1:
         batches += list(task_batches(task, features, config, rng, training=True))
     batches = batches[:steps + 1]
-    trainer._train_fn(task, batches[0])(_tensors(batches[0]))
+    trainer.step(task, batches[0]).numpy()
     start = time.perf_counter()
     for batch in batches[1:]:
-        trainer._train_fn(task, batch)(_tensors(batch)).numpy()
+        trainer.step(task, batch).numpy()
     seconds = time.perf_counter() - start
     return seconds, float(np.mean([b["input_ids"].shape[1] for b in batches[1:]]))
 

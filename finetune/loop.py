@@ -17,8 +17,6 @@ from finetune.losses import task_loss
 from finetune.tasks import SPAN
 from model.optimization import create_optimizer
 
-MODEL_INPUTS = ("input_ids", "input_mask", "segment_ids")
-
 
 def count_steps(train_counts, config):
     """Updates for the run: the original's int(examples × epochs / batch), at least one; capped by
@@ -68,11 +66,10 @@ class Trainer:
 
     def _train_fn(self, task, batch):
         if task.name not in self._train_steps:
-            head_vars = {id(v) for v in self.model.heads[task.name].trainable_variables}
+            # The encoder and this task's head: other heads get no gradient from this batch.
             other_heads = {id(v) for name, head in self.model.heads.items() if name != task.name
                            for v in head.trainable_variables}
             variables = [v for v in self.model.trainable_variables if id(v) not in other_heads]
-            assert head_vars <= {id(v) for v in variables}
 
             def step(inputs):
                 with tf.GradientTape() as tape:
@@ -95,6 +92,10 @@ class Trainer:
                                                          jit_compile=self.config.use_xla)
         return self._predict_steps[task.name]
 
+    def step(self, task, batch):
+        """One update on one padded batch; returns the loss (a tensor)."""
+        return self._train_fn(task, batch)(_tensors(batch))
+
     def train(self, train_features, num_steps, seed, reporter=None, label=""):
         """`num_steps` updates over `train_features` ({task name: features}); returns the mean loss of
         the last logging interval."""
@@ -104,13 +105,16 @@ class Trainer:
                                 lambda done, elapsed: f"step {int(done)}/{num_steps}, {done / elapsed:.2f} steps/s")
         step, losses, last_mean = 0, [], float("nan")
         while step < num_steps:
-            epoch = [(name, batch) for name, features in train_features.items()
-                     for batch in task_batches(self.tasks[name], features, config, rng, training=True)]
-            for position in rng.permutation(len(epoch)):
+            # One epoch: every task's batches (padded lazily), in an order that mixes the tasks.
+            batches = {name: task_batches(self.tasks[name], features, config, rng, training=True)
+                       for name, features in train_features.items()}
+            counts = {name: _num_batches(features["count"], config.train_batch_size)
+                      for name, features in train_features.items()}
+            order = [name for name, count in counts.items() for _ in range(count)]
+            for name in (order[i] for i in rng.permutation(len(order))):
                 if step >= num_steps:
                     break
-                name, batch = epoch[position]
-                loss = self._train_fn(self.tasks[name], batch)(_tensors(batch))
+                loss = self.step(self.tasks[name], next(batches[name]))
                 losses.append(float(loss))
                 step += 1
                 if step % config.iterations_per_loop == 0 or step == num_steps or step == 1:
@@ -140,9 +144,9 @@ class Trainer:
                 progress.update(sum(len(i) for i in indices))
         order = np.argsort(np.concatenate(indices), kind="stable")
         if isinstance(collected[0], dict):
-            return {key: _concat_rows([c[key] for c in collected])[order] for key in collected[0]}
-        return _concat_rows(collected)[order]
+            return {key: np.concatenate([c[key] for c in collected])[order] for key in collected[0]}
+        return np.concatenate(collected)[order]
 
 
-def _concat_rows(arrays):
-    return np.concatenate(arrays, axis=0)
+def _num_batches(count, batch_size):
+    return -(-count // batch_size)
