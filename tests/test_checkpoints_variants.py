@@ -100,6 +100,13 @@ def test_gdes_exports_each_towers_table_and_imports_back(tmp_path, tokenizer, fm
     original, back = weights(model.pretrainer), weights(imported)
     same = [k for k in original if "word_embeddings" not in k and np.array_equal(original[k], back[k])]
     assert len(same) == len(original) - 2
+    if fmt == "hf":  # the discriminator alone: a plain model with the merged table (what fine-tuning reads)
+        from checkpoints.importer import import_weights, open_source
+
+        config, plain = import_weights(open_source(tmp_path / "hf" / "discriminator"), tmp_path / "models" / "plain",
+                                       tokenizer, say=lambda _: None)
+        assert not config.gdes_embeddings
+        np.testing.assert_array_equal(plain.discriminator.embeddings.word_embeddings.numpy(), merged)
 
 
 def test_discriminator_only_checkpoint_gets_a_fresh_generator(tmp_path, tokenizer):
