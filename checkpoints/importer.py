@@ -27,8 +27,6 @@ INTERMEDIATE = "encoder/layer_0/intermediate/dense/kernel"
 # PretrainingConfig fields that the dataset decides when pretraining continues (not shape overrides).
 DATASET_FIELDS = ("model_name", "data_dir", "vocab_size", "cls_token_id", "sep_token_id", "mask_token_id",
                   "do_lower_case", "max_seq_length", "max_predictions_per_seq")
-SHAPE_FIELDS = ("vocab_size", "embedding_size", "hidden_size", "num_layers", "intermediate_size",
-                "max_position_embeddings", "type_vocab_size")
 HF_MODEL_FIELDS = {"num_heads": "num_attention_heads", "dropout": "hidden_dropout_prob",
                    "attention_dropout": "attention_probs_dropout_prob", "initializer_range": "initializer_range",
                    "layer_norm_epsilon": "layer_norm_eps"}
@@ -219,7 +217,6 @@ def build_config(source, layout, tokenizer, model_name, data_dir, hparams=None):
         given = {k: v for k, v in loading.read_json_file(beside).items() if k not in DATASET_FIELDS}
         loading.check_known_keys(PretrainingConfig, given, str(beside))
     values = given or inferred_hparams(layout, source.hf_config)
-    loading.check_known_keys(PretrainingConfig, values, "--hparams")
     special = tokenizer.special_ids
     values = {**values, "model_name": model_name, "data_dir": str(data_dir), "vocab_size": tokenizer.vocab_size,
               "cls_token_id": special.cls, "sep_token_id": special.sep, "mask_token_id": special.mask,
@@ -290,8 +287,7 @@ def import_weights(source, model_dir, tokenizer, hparams=None, overwrite=False, 
     if layout.fresh_generator:
         say("Note: the checkpoint holds no generator; a fresh one is initialised (fine-tuning uses only the "
             "discriminator; continued pretraining trains the generator from scratch).")
-    vocab = tokenizer.vocab_file
-    write_model_folder(model_dir, config, pretrainer, vocab, step=source.step, overwrite=overwrite)
+    write_model_folder(model_dir, config, pretrainer, tokenizer.vocab_file, step=source.step, overwrite=overwrite)
     return config, pretrainer
 
 
