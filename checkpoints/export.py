@@ -66,6 +66,9 @@ def main(argv=None):
         model, args.output, args.overwrite)
     detail = (f"models {', '.join(written)}" if args.format == "hf" else f"{written} tensors")
     print(f"Wrote the {args.format} export of {args.model_dir} to {args.output} ({detail}).")
+    if args.format == "hf" and model.is_sentencepiece:
+        print(f"Note: {model.vocab_file.name} is copied as is; transformers has no ELECTRA tokenizer class for "
+              "SentencePiece, so load the weights with the model classes and tokenize with sentencepiece.")
     return written
 
 

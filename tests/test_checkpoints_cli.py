@@ -69,6 +69,15 @@ def test_import_through_the_cli_feeds_the_same_weights(exported, capsys):
     assert all(np.array_equal(original[k], v) for k, v in weights(back.pretrainer).items())
     assert back.step == 5 and (folder / "vocab.txt").read_bytes() == model.vocab_file.read_bytes()
 
+    # and fine-tuning reads it as a pretrained model (finetune/pretrained.py)
+    from finetune.pretrained import build_encoder, read_model_folder, restore_by_path
+
+    pretrained = read_model_folder(folder)
+    encoder = build_encoder(pretrained.model_config)
+    restore_by_path(encoder, pretrained.checkpoint)
+    encoder_weights = {v.path: v.numpy() for v in encoder.weights}
+    assert encoder_weights and all(np.array_equal(original[k], v) for k, v in encoder_weights.items())
+
 
 def test_overwrite_replaces_the_export_and_keeps_other_files(exported, capsys):
     from checkpoints import export
