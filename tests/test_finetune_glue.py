@@ -207,3 +207,28 @@ def test_recipe_defaults_and_overrides():
     with pytest.raises(InputError, match="layerwise_lr_variant"):
         FinetuningConfig.create('{"layerwise_lr_variant": "fixed"}', "small", ["rte"])
     assert size_of("electra_small_plus", 256) == "small" and size_of("my_model", 1024) == "large"
+
+
+class _CharTokenizer:
+    """One id per character (ord), enough to see what featurize packs."""
+    special_ids = type("Special", (), {"cls": 1, "sep": 2})()
+
+    def encode_batch(self, texts):
+        return [np.array([ord(c) for c in text], np.int32) for text in texts]
+
+
+def test_double_unordered_swaps_mrpc_and_sts_training_pairs_only():
+    from finetune.features import featurize
+    from finetune.tasks import Example
+
+    examples = [Example("0", "ab", "xyz", "1"), Example("1", "c", "d", "0")]
+    train = featurize(get_task("mrpc"), examples, _CharTokenizer(), 16, training=True)
+    assert len(train) == 4 and list(train.labels) == [1, 0, 1, 0] and list(train.example_index) == [0, 1, 0, 1]
+    assert list(train.input_ids[0]) == [1, 97, 98, 2, 120, 121, 122, 2]
+    assert list(train.input_ids[2]) == [1, 120, 121, 122, 2, 97, 98, 2]
+    assert list(train.segment_ids[2]) == [0, 0, 0, 0, 0, 1, 1, 1]
+    assert len(featurize(get_task("mrpc"), examples, _CharTokenizer(), 16, training=False)) == 2
+    assert len(featurize(get_task("rte"), [Example("0", "a", "b", "entailment")], _CharTokenizer(), 16,
+                         training=True)) == 1
+    off = featurize(get_task("mrpc"), examples, _CharTokenizer(), 16, training=True, double_unordered=False)
+    assert len(off) == 2
