@@ -13,8 +13,12 @@ import pytest
 import tensorflow as tf
 
 import run_pretraining
+from checkpoints.model_folder import write_model_folder
+from configs.pretraining_config import PretrainingConfig
+from pretrain.builder import build_pretrainer
 from tests.conftest import REPO_ROOT
 from tests.helpers import MICRO_MODEL, build_tiny_dataset
+from training import checkpointing
 
 FAST = {"model_size": "electra_tiny", "model_hparam_overrides": MICRO_MODEL, "train_batch_size": 8, "eval_batch_size": 8,
         "num_warmup_steps": 10, "iterations_per_loop": 10}
@@ -145,6 +149,35 @@ def test_init_checkpoint_starts_from_weights_with_a_fresh_optimizer(data_dir, ca
     assert len(model_keys) > 20
     for key in model_keys:
         assert (derived_reader.get_tensor(key) == source_reader.get_tensor(key)).all(), key
+
+
+def test_a_weights_only_folder_trains_in_place_with_a_fresh_optimizer(data_dir, capsys):
+    """An imported model folder holds weights but no optimizer: run_pretraining.py --model-name <it>
+    starts from its weights at step 0 instead of failing to resume an optimizer that is not there."""
+    source = data_dir / "models" / "weights_source"
+    run_pretraining.main(cli(data_dir, "--hparams", hparams(num_train_steps=10, model_size="electra_tiny"),
+                             model="weights_source"))
+    imported = data_dir / "models" / "imported"
+    config = PretrainingConfig.load(source / "config.json")
+    pretrainer = build_pretrainer(config)
+    checkpointing.restore_weights(pretrainer, str(source / "ckpt-10"))
+    write_model_folder(imported, config, pretrainer, source / "vocab.txt")  # what an import writes
+    reader = tf.train.load_checkpoint(str(source / "ckpt-10"))
+    weights = {k: reader.get_tensor(k) for k in reader.get_variable_to_shape_map()
+               if k.startswith("model/weights_by_path/") and "seed" not in k}
+    assert not checkpointing.holds_optimizer_state(str(imported / "ckpt-0"))
+    capsys.readouterr()
+
+    run_pretraining.main(cli(data_dir, "--hparams", hparams(num_train_steps=4, learning_rate=0.0,
+                                                            save_checkpoints_steps=4), model="imported"))
+    out = capsys.readouterr().out
+    assert "holds weights only (an imported model): training starts from them with a fresh optimizer" in out
+    assert max(saved_steps(imported)) == 4
+    trained = tf.train.load_checkpoint(str(imported / "ckpt-4"))
+    assert int(trained.get_tensor("optimizer/_iterations/.ATTRIBUTES/VARIABLE_VALUE")) == 4
+    assert len(weights) > 20
+    for key, value in weights.items():  # learning rate 0: the imported weights went through unchanged
+        assert (trained.get_tensor(key) == value).all(), key
 
 
 def test_resuming_on_a_dataset_with_another_vocabulary_is_refused(data_dir, capsys):

@@ -82,12 +82,21 @@ def resolve_init_checkpoint(path):
     return str(candidate)
 
 
-def restore_weights(pretrainer, path):
-    """Model weights only (a fresh optimizer): the checkpoint's model must match this one's variables."""
-    status = tf.train.Checkpoint(model=model_trackable(pretrainer)).restore(path)
+def restore_weights(model, path, label="--init-checkpoint", fix="use the same model size and vocabulary"):
+    """Model weights only (a fresh optimizer): the checkpoint's model must match this one's variables.
+
+    A shape mismatch fails inside restore(), a missing weight in the assertion: both become one line.
+    `label` names the source in that line, `fix` says what to do.
+    """
     try:
+        status = tf.train.Checkpoint(model=model_trackable(model)).restore(path)
         status.assert_existing_objects_matched()
     except (AssertionError, ValueError) as error:
-        raise InputError(f"--init-checkpoint {path}: its weights do not match this model ({str(error)[:200]}); "
-                         "use the same model size and vocabulary") from None
+        raise InputError(f"{label} {path}: its weights do not match this model ({str(error)[:200]}); "
+                         f"{fix}") from None
     status.expect_partial()
+
+
+def holds_optimizer_state(path):
+    """False for a weights-only checkpoint (an import, a fine-tuning start): nothing to resume but weights."""
+    return any(name.startswith("optimizer/") for name, _ in tf.train.list_variables(path))

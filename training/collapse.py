@@ -1,7 +1,8 @@
 """Warns when the discriminator has stopped learning (it calls every token "original").
 
 Only ~6% of tokens are replaced, so accuracy stays ~94% for a useless discriminator; recall near 0 or
-AUC near 0.5 well past warmup is the signal.
+AUC near 0.5 well past warmup is the signal. Small models also show it for their first few thousand
+steps (a plateau, not a defect: docs/pretraining.md), which the message says.
 """
 import dataclasses
 from typing import Mapping, Optional
@@ -44,4 +45,6 @@ class CollapseDetector:
         self._intervals_since_warning = 0
         return (f"warning: the discriminator looks collapsed at step {step} (disc_recall "
                 f"{metrics['disc_recall']:.3f}, disc_auc {metrics.get('disc_auc', float('nan')):.3f}): it "
-                f"is not telling replaced tokens apart. Likely causes: {'; '.join(LIKELY_CAUSES)}.")
+                f"is not telling replaced tokens apart. Small models sit on this plateau for the first "
+                f"thousands of steps, once the generator has learned word frequencies (the original recipe "
+                f"does the same: docs/pretraining.md); if it lasts, likely causes: {'; '.join(LIKELY_CAUSES)}.")

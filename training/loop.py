@@ -90,7 +90,13 @@ class Run:
                                          **steps.trackables())
         checkpoints = checkpointing.Checkpoints(self.model_dir, checkpoint, config.keep_checkpoint_max,
                                                 chief=self.chief, worker_id=strategy_lib.worker_id(strategy))
-        restored = checkpoints.restore_latest()
+        restored = None
+        if checkpoints.latest and not checkpointing.holds_optimizer_state(checkpoints.latest):
+            checkpointing.restore_weights(pretrainer, checkpoints.latest, label="model folder checkpoint")
+            say(f"{checkpoints.latest} holds weights only (an imported model): training starts from them "
+                "with a fresh optimizer at step 0.")
+        else:
+            restored = checkpoints.restore_latest()
         if restored:
             say(f"Resuming from {restored} at step {int(optimizer.iterations.numpy())}.")
             changed = run_config.changed_fields(self.saved_config, config)
