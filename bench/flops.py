@@ -94,6 +94,15 @@ def step_breakdown(discriminator, generator, seq_length, num_predictions, vocab_
     return parts
 
 
+def mlm_step_breakdown(model, seq_length, num_predictions, vocab_size):
+    """The MLM-only objective (BERT by the same code): one full-size tower and the MLM head, no
+    discriminator head."""
+    parts = {("mlm", part): value for part, value in encoder_forward_flops(model, seq_length).items()}
+    for part, value in generator_head_forward_flops(model, num_predictions, vocab_size).items():
+        parts[("mlm", part)] = value
+    return parts
+
+
 def forward_flops(breakdown):
     return float(sum(breakdown.values()))
 
@@ -124,6 +133,8 @@ def config_breakdown(config, seq_length=None):
     if seq_length != config.max_seq_length:
         num_predictions = int((config.mask_prob + 0.005) * seq_length)
     discriminator, generator = towers_for(config)
+    if not config.electra_objective:
+        return mlm_step_breakdown(discriminator, seq_length, num_predictions, config.vocab_size)
     return step_breakdown(discriminator, generator, seq_length, num_predictions, config.vocab_size)
 
 

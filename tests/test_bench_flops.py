@@ -51,7 +51,8 @@ DIRECT_SCRIPT = textwrap.dedent('''
     results = {}
     for name, config in {"tiny": tiny_config(),
                          "tiny_small_generator": tiny_config(generator_hidden_size=0.25),
-                         "tiny_full_generator": tiny_config(generator_hidden_size=1.0)}.items():
+                         "tiny_full_generator": tiny_config(generator_hidden_size=1.0),
+                         "tiny_mlm_only": tiny_config(electra_objective=False)}.items():
         results[name] = [flops.direct_forward_flops(config),
                          flops.forward_flops(flops.config_breakdown(config))]
     print("RESULTS" + json.dumps(results))
@@ -61,7 +62,7 @@ DIRECT_SCRIPT = textwrap.dedent('''
 def test_formula_matches_the_matmuls_the_model_runs():
     """Every dot_general of the real model's traced training forward pass, summed, equals the formula."""
     results = run_script_under_jax(DIRECT_SCRIPT, REPO_ROOT)
-    assert set(results) == {"tiny", "tiny_small_generator", "tiny_full_generator"}
+    assert set(results) == {"tiny", "tiny_small_generator", "tiny_full_generator", "tiny_mlm_only"}
     for name, (direct, analytic) in results.items():
         assert direct == analytic, (name, direct, analytic)
     assert TINY_HPARAMS["max_seq_length"] == 16
