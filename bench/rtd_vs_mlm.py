@@ -1,0 +1,321 @@
+"""The paper's central comparison at small scale: replaced-token detection vs masked LM at equal compute.
+
+    python bench/rtd_vs_mlm.py --work-dir runs/rtd_vs_mlm          # hours on 2 cores; stop and rerun freely
+
+One encoder shape is pretrained twice on the shared Wikipedia shards with BERT's vocabulary, by
+run_pretraining.py: the ELECTRA objective and the MLM-only objective, with the same data and
+hyperparameters. The MLM run gets as many steps as give it the ELECTRA run's training FLOPs
+(bench/flops.py: generator and discriminator, forward and backward), and both save --budgets evenly
+spaced checkpoints, so checkpoint k of each run has spent the same compute. Every checkpoint is then
+fine-tuned by run_finetuning.py on each task with --seeds seeds (medians reported).
+
+Stages, each skipped when its output is complete, so the same command continues after any stop:
+  1. dataset      <work>/data/pretrain_tfrecords (build_pretraining_dataset.py)
+  2. pretraining  <work>/data/models/{electra,mlm}/ (run_pretraining.py resumes from its last checkpoint)
+  3. fine-tuning  <work>/data/models/<arm>_step<N>/results/<task>_results.json, one folder per checkpoint
+                  (a task whose results file says "complete" is not run again)
+  4. summary      <work>/summary.json, <work>/summary.md and the figures <work>/dev_score_vs_flops.png and
+                  <work>/pretraining_curves.png, rewritten after every fine-tuning run
+"""
+import argparse
+import dataclasses
+import json
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+import time
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from bench import flops  # noqa: E402
+from configs.pretraining_config import PretrainingConfig  # noqa: E402
+
+ARMS = ("electra", "mlm")
+# The study's encoder: hidden 128, 4 layers, embedding 128 (issue 6's "small model shape"); the
+# generator a quarter of the discriminator's width, as the paper found best.
+MODEL = {"model_size": "electra_small",
+         "model_hparam_overrides": {"hidden_size": 128, "num_layers": 4, "num_heads": 2, "intermediate_size": 512},
+         "generator_hidden_size": 0.25}
+PRETRAINING = {"learning_rate": 5e-4, "train_batch_size": 64, "eval_batch_size": 64,
+               "mixed_precision": "mixed_bfloat16", "use_xla": False, "iterations_per_loop": 50,
+               "keep_checkpoint_max": 0, "do_eval": True, "num_eval_steps": 10}
+GLUE_FOLDERS = {"cola": "CoLA", "sst": "SST-2", "mrpc": "MRPC", "sts": "STS-B", "rte": "RTE"}
+PRIMARY = {"cola": "mcc", "sst": "accuracy", "mrpc": "accuracy", "sts": "spearman", "rte": "accuracy"}
+CURVES = ("masked_lm_loss", "masked_lm_accuracy", "disc_loss", "disc_auc", "disc_precision", "disc_recall")
+
+
+@dataclasses.dataclass
+class Plan:
+    work_dir: pathlib.Path
+    shared_data: pathlib.Path
+    electra_steps: int
+    budgets: int
+    tasks: list
+    seeds: int
+    finetune_max_steps: int
+    model: dict = dataclasses.field(default_factory=lambda: dict(MODEL))
+    pretraining: dict = dataclasses.field(default_factory=lambda: dict(PRETRAINING))
+
+    @property
+    def data_dir(self):
+        return self.work_dir / "data"
+
+    def arm_hparams(self, arm):
+        return {**self.model, **self.pretraining, "electra_objective": arm == "electra"}
+
+    def arm_config(self, arm):
+        return PretrainingConfig.create(self.arm_hparams(arm))
+
+    def flops_per_step(self, arm):
+        config = self.arm_config(arm)
+        return flops.train_flops_per_sequence(config) * config.train_batch_size
+
+    def steps(self, arm):
+        """ELECTRA's steps as given; MLM's scaled to the same FLOPs, a multiple of the budget count."""
+        if arm == "electra":
+            return self.electra_steps
+        ratio = self.flops_per_step("electra") / self.flops_per_step("mlm")
+        return max(1, round(self.electra_steps * ratio / self.budgets)) * self.budgets
+
+    def checkpoint_steps(self, arm):
+        every = self.steps(arm) // self.budgets
+        return [every * (k + 1) for k in range(self.budgets)]
+
+
+def log(message):
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
+
+
+def run(command, log_file):
+    """A stage's subprocess, its output appended to log_file; a failure stops the study (rerun continues)."""
+    log(" ".join(str(c) for c in command))
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=str(REPO))
+    with open(log_file, "a") as out:
+        status = subprocess.run([sys.executable, *map(str, command)], cwd=REPO, env=env, stdout=out,
+                                stderr=subprocess.STDOUT).returncode
+    if status:
+        raise SystemExit(f"stopped: {command[0]} exited with {status}; see {log_file}, fix it and run the study "
+                         "again (finished stages are kept)")
+
+
+def build_dataset(plan):
+    if (plan.data_dir / "pretrain_tfrecords" / "metadata.json").is_file():
+        return
+    run(["build_pretraining_dataset.py", "--corpus-dir", plan.shared_data / "corpus" / "enwiki_wikiextractor",
+         "--corpus-format", "wikiextractor", "--vocab-file",
+         plan.shared_data / "vocab" / "bert-base-uncased-vocab.txt", "--data-dir", plan.data_dir,
+         "--max-seq-length", "128", "--num-processes", "2", "--overwrite"], plan.work_dir / "build.log")
+
+
+def link_finetuning_data(plan):
+    target = plan.data_dir / "finetuning_data"
+    target.mkdir(parents=True, exist_ok=True)
+    for task in plan.tasks:
+        link = target / GLUE_FOLDERS[task]
+        if not link.exists():
+            link.symlink_to(plan.shared_data / "glue" / GLUE_FOLDERS[task])
+
+
+def pretrain(plan, arm):
+    steps = plan.steps(arm)
+    hparams = {**plan.arm_hparams(arm), "num_train_steps": steps,
+               "num_warmup_steps": max(1, steps // 10), "save_checkpoints_steps": steps // plan.budgets,
+               "eval_every_steps": steps // plan.budgets}
+    folder = plan.data_dir / "models" / arm
+    if all((folder / f"ckpt-{s}.index").is_file() for s in plan.checkpoint_steps(arm)):
+        return
+    run(["run_pretraining.py", "--model-name", arm, "--data-dir", plan.data_dir, "--hparams",
+         json.dumps(hparams)], plan.work_dir / f"pretrain_{arm}.log")
+
+
+def budget_folder(plan, arm, step):
+    """A model folder holding just checkpoint `step` of the arm's run (hard links), for run_finetuning.py."""
+    source = plan.data_dir / "models" / arm
+    folder = plan.data_dir / "models" / f"{arm}_step{step}"
+    if (folder / "checkpoint").is_file():
+        return folder
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in ("config.json", "vocab.txt"):
+        shutil.copyfile(source / name, folder / name)
+    for path in source.glob(f"ckpt-{step}.*"):
+        target = folder / path.name
+        if not target.exists():
+            os.link(path, target)
+    temp = folder / "checkpoint.tmp"
+    temp.write_text(f'model_checkpoint_path: "ckpt-{step}"\nall_model_checkpoint_paths: "ckpt-{step}"\n')
+    temp.replace(folder / "checkpoint")  # last: marks the folder complete
+    return folder
+
+
+def results_file(folder, task):
+    return folder / "results" / f"{task}_results.json"
+
+
+def finetuned(folder, task):
+    path = results_file(folder, task)
+    return path.is_file() and json.loads(path.read_text()).get("complete", False)
+
+
+def finetune(plan, arm, step, task):
+    folder = budget_folder(plan, arm, step)
+    if finetuned(folder, task):
+        return
+    hparams = {"save_finetuned_models": False}
+    if plan.finetune_max_steps:
+        hparams["max_train_steps"] = plan.finetune_max_steps
+    run(["run_finetuning.py", "--model-name", folder.name, "--data-dir", plan.data_dir, "--task", task,
+         "--num-trials", plan.seeds, "--hparams", json.dumps(hparams)], plan.work_dir / f"finetune_{arm}.log")
+
+
+def collect(plan):
+    """Every finished cell: {arm: [{step, flops, scores: {task: median}, baselines, average}]}."""
+    summary = {"plan": {"electra_steps": plan.steps("electra"), "mlm_steps": plan.steps("mlm"),
+                        "flops_per_step": {arm: plan.flops_per_step(arm) for arm in ARMS},
+                        "tasks": plan.tasks, "seeds": plan.seeds, "model": plan.model,
+                        "pretraining": plan.pretraining,
+                        "finetune_max_steps": plan.finetune_max_steps},
+               "arms": {}}
+    for arm in ARMS:
+        rows = []
+        for step in plan.checkpoint_steps(arm):
+            folder = plan.data_dir / "models" / f"{arm}_step{step}"
+            scores, baselines, spread = {}, {}, {}
+            for task in plan.tasks:
+                if finetuned(folder, task):
+                    result = json.loads(results_file(folder, task).read_text())
+                    metric = PRIMARY[task]
+                    scores[task] = result["summary"][metric]["median"]
+                    spread[task] = result["summary"][metric]["std"]
+                    baselines[task] = result["majority_baseline"].get(metric)
+            row = {"step": step, "flops": step * plan.flops_per_step(arm), "scores": scores, "std": spread,
+                   "majority_baseline": baselines}
+            if len(scores) == len(plan.tasks):
+                row["average"] = sum(scores.values()) / len(scores)
+            rows.append(row)
+        summary["arms"][arm] = rows
+    return summary
+
+
+def markdown(summary, tasks):
+    names = {"cola": "CoLA (MCC)", "sst": "SST-2 (acc)", "mrpc": "MRPC (acc)", "sts": "STS-B (Spearman)",
+             "rte": "RTE (acc)"}
+    lines = ["| objective | step | pretraining FLOPs | " + " | ".join(names[t] for t in tasks) + " | average |",
+             "|---" * (len(tasks) + 4) + "|"]
+    baseline_row = None
+    for arm, rows in summary["arms"].items():
+        for row in rows:
+            cells = [f"{row['scores'][t]:.1f} ± {row['std'][t]:.1f}" if t in row["scores"] else "…" for t in tasks]
+            average = f"{row['average']:.1f}" if "average" in row else "…"
+            lines.append(f"| {'ELECTRA (RTD)' if arm == 'electra' else 'MLM only'} | {row['step']} | "
+                         f"{row['flops']:.2e} | " + " | ".join(cells) + f" | {average} |")
+            if len(row["majority_baseline"]) == len(tasks):
+                baseline_row = row["majority_baseline"]
+    if baseline_row:
+        values = [baseline_row[t] or 0.0 for t in tasks]
+        lines.append("| majority class | | | " + " | ".join(f"{v:.1f}" for v in values)
+                     + f" | {sum(values) / len(values):.1f} |")
+    return "\n".join(lines) + "\n\nCells: median ± standard deviation over the fine-tuning seeds.\n"
+
+
+def training_curves(folder):
+    """{metric: [(step, value)]} from a pretraining run's TensorBoard train logs."""
+    import tensorflow as tf
+
+    curves = {name: [] for name in CURVES}
+    for path in sorted((folder / "logs" / "train").glob("events.out.tfevents.*")):
+        for record in tf.data.TFRecordDataset(str(path)):
+            event = tf.compat.v1.Event.FromString(record.numpy())
+            for value in event.summary.value:
+                if value.tag in curves:
+                    curves[value.tag].append((event.step, float(tf.make_ndarray(value.tensor))))
+    return {name: sorted(points) for name, points in curves.items()}
+
+
+def figures(plan, summary):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    labels = {"electra": "ELECTRA (replaced-token detection)", "mlm": "MLM only (BERT objective)"}
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for arm, rows in summary["arms"].items():
+        done = [r for r in rows if "average" in r]
+        if done:
+            ax.plot([r["flops"] for r in done], [r["average"] for r in done], marker="o", label=labels[arm])
+    ax.set_xscale("log")
+    ax.set_xlabel("pretraining FLOPs")
+    ax.set_ylabel(f"average dev score ({', '.join(plan.tasks)})")
+    ax.legend()
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(plan.work_dir / "dev_score_vs_flops.png", dpi=120)
+    plt.close(fig)
+
+    fig, axes = plt.subplots(2, 3, figsize=(12, 6))
+    for arm in ARMS:
+        curves = training_curves(plan.data_dir / "models" / arm)
+        for ax, name in zip(axes.flat, CURVES):
+            if curves[name]:
+                steps, values = zip(*curves[name])
+                ax.plot(steps, values, label=labels[arm])
+            ax.set_title(name)
+            ax.set_xlabel("step")
+    axes.flat[0].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(plan.work_dir / "pretraining_curves.png", dpi=120)
+    plt.close(fig)
+
+
+def write_summary(plan):
+    summary = collect(plan)
+    (plan.work_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+    (plan.work_dir / "summary.md").write_text(markdown(summary, plan.tasks))
+    figures(plan, summary)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--work-dir", type=pathlib.Path, required=True)
+    parser.add_argument("--shared-data", type=pathlib.Path,
+                        default=pathlib.Path(os.environ.get("ELECTRA_SHARED_DATA", REPO.parent / "shared" / "data")))
+    parser.add_argument("--electra-steps", type=int, default=1500, help="the ELECTRA run's steps (batch 64)")
+    parser.add_argument("--budgets", type=int, default=3, help="evenly spaced checkpoints per run")
+    parser.add_argument("--tasks", default="cola,sst,mrpc,sts,rte")
+    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--finetune-max-steps", type=int, default=0,
+                        help="cap each fine-tuning run's updates (0: the full recipe's epochs)")
+    parser.add_argument("--hparams", default="{}",
+                        help="JSON overrides of the study's pretraining hparams (a smaller model for a trial run)")
+    args = parser.parse_args(argv)
+    tasks = args.tasks.split(",")
+    unknown = [t for t in tasks if t not in GLUE_FOLDERS]
+    if unknown:
+        raise SystemExit(f"--tasks: {', '.join(unknown)} not among {', '.join(GLUE_FOLDERS)}")
+    plan = Plan(args.work_dir.resolve(), args.shared_data.resolve(), args.electra_steps, args.budgets, tasks,
+                args.seeds, args.finetune_max_steps)
+    plan.pretraining.update(json.loads(args.hparams))
+    plan.work_dir.mkdir(parents=True, exist_ok=True)
+    log(f"ELECTRA {plan.steps('electra')} steps, MLM {plan.steps('mlm')} steps (equal FLOPs: "
+        f"{plan.flops_per_step('electra'):.3e} vs {plan.flops_per_step('mlm'):.3e} per step); checkpoints "
+        f"{plan.checkpoint_steps('electra')} / {plan.checkpoint_steps('mlm')}")
+    build_dataset(plan)
+    link_finetuning_data(plan)
+    for arm in ARMS:
+        pretrain(plan, arm)
+    for budget in range(plan.budgets):
+        for arm in ARMS:
+            step = plan.checkpoint_steps(arm)[budget]
+            for task in plan.tasks:
+                finetune(plan, arm, step, task)
+                write_summary(plan)
+    write_summary(plan)
+    log(f"done: {plan.work_dir / 'summary.md'}")
+
+
+if __name__ == "__main__":
+    main()

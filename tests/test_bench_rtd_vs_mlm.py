@@ -1,0 +1,79 @@
+"""bench/rtd_vs_mlm.py: equal-FLOP budgets, per-checkpoint model folders, and the summary of what finished."""
+import json
+
+import tensorflow as tf
+
+from bench import rtd_vs_mlm
+from bench.rtd_vs_mlm import Plan
+
+
+def plan_in(tmp_path, **changes):
+    values = dict(work_dir=tmp_path, shared_data=tmp_path / "shared", electra_steps=1500, budgets=3,
+                  tasks=["cola", "rte"], seeds=3, finetune_max_steps=0)
+    values.update(changes)
+    return Plan(**values)
+
+
+def test_the_mlm_run_gets_the_electra_runs_flops_at_every_budget(tmp_path):
+    plan = plan_in(tmp_path)
+    electra, mlm = plan.flops_per_step("electra"), plan.flops_per_step("mlm")
+    assert electra != mlm  # the objectives really cost differently per step
+    assert plan.steps("mlm") % plan.budgets == 0
+    for e_step, m_step in zip(plan.checkpoint_steps("electra"), plan.checkpoint_steps("mlm")):
+        # equal compute up to rounding the MLM run to whole steps (one step per budget at most)
+        assert abs(m_step * mlm - e_step * electra) <= mlm * plan.budgets
+    assert plan.checkpoint_steps("electra") == [500, 1000, 1500]
+    assert plan.checkpoint_steps("mlm")[-1] == plan.steps("mlm")
+    assert plan.arm_config("mlm").electra_objective is False
+    assert plan.arm_config("electra").model_config().hidden_size == 128
+
+
+def test_a_budget_folder_holds_exactly_that_checkpoint(tmp_path):
+    plan = plan_in(tmp_path)
+    run = plan.data_dir / "models" / "electra"
+    run.mkdir(parents=True)
+    (run / "config.json").write_text("{}")
+    (run / "vocab.txt").write_text("[PAD]\n")
+    variable = tf.Variable([1.0, 2.0])
+    manager = tf.train.CheckpointManager(tf.train.Checkpoint(v=variable), str(run), max_to_keep=None,
+                                         checkpoint_name="ckpt")
+    manager.save(checkpoint_number=500)
+    variable.assign([3.0, 4.0])
+    manager.save(checkpoint_number=1000)
+
+    folder = rtd_vs_mlm.budget_folder(plan, "electra", 500)
+    assert folder.name == "electra_step500"
+    assert tf.train.latest_checkpoint(str(folder)) == str(folder / "ckpt-500")
+    restored = tf.Variable([0.0, 0.0])
+    tf.train.Checkpoint(v=restored).restore(str(folder / "ckpt-500")).expect_partial()
+    assert restored.numpy().tolist() == [1.0, 2.0]
+    assert not list(folder.glob("ckpt-1000*"))
+    assert rtd_vs_mlm.budget_folder(plan, "electra", 500) == folder  # done once, then reused
+
+
+def write_result(folder, task, median, complete=True):
+    metric = rtd_vs_mlm.PRIMARY[task]
+    (folder / "results").mkdir(parents=True, exist_ok=True)
+    rtd_vs_mlm.results_file(folder, task).write_text(json.dumps({
+        "complete": complete, "majority_baseline": {metric: 50.0},
+        "summary": {metric: {"median": median, "mean": median, "std": 1.0}}}))
+
+
+def test_the_summary_counts_only_finished_cells(tmp_path):
+    plan = plan_in(tmp_path, budgets=1, electra_steps=300)
+    models = plan.data_dir / "models"
+    electra = models / f"electra_step{plan.checkpoint_steps('electra')[0]}"
+    mlm = models / f"mlm_step{plan.checkpoint_steps('mlm')[0]}"
+    write_result(electra, "cola", 20.0)
+    write_result(electra, "rte", 60.0)
+    write_result(mlm, "cola", 10.0)
+    write_result(mlm, "rte", 55.0, complete=False)  # interrupted: run again, not counted
+
+    summary = rtd_vs_mlm.collect(plan)
+    (electra_row,), (mlm_row,) = summary["arms"]["electra"], summary["arms"]["mlm"]
+    assert electra_row["average"] == 40.0 and electra_row["flops"] == 300 * plan.flops_per_step("electra")
+    assert mlm_row["scores"] == {"cola": 10.0} and "average" not in mlm_row
+    table = rtd_vs_mlm.markdown(summary, plan.tasks)
+    assert "| ELECTRA (RTD) | 300 |" in table and "| 20.0 ± 1.0 | 60.0 ± 1.0 | 40.0 |" in table
+    assert "| 10.0 ± 1.0 | … | … |" in table
+    assert "| majority class | | | 50.0 | 50.0 | 50.0 |" in table
