@@ -14,7 +14,7 @@ import tensorflow as tf
 
 from configs.pretraining_config import PretrainingConfig
 from data.errors import InputError
-from training.checkpointing import CHECKPOINT_NAME, model_trackable, resolve_init_checkpoint
+from training.checkpointing import CHECKPOINT_NAME, model_trackable, resolve_init_checkpoint, restore_weights
 from training.run_config import CONFIG_FILE
 from checkpoints.output import atomic_output_dir
 
@@ -71,13 +71,8 @@ def load_model_folder(path):
 
 
 def restore_model_weights(pretrainer, prefix, config_path):
-    checkpoint = tf.train.Checkpoint(model=model_trackable(pretrainer))
-    try:  # a shape mismatch fails in restore(), a missing weight in the assertion
-        status = checkpoint.restore(prefix).expect_partial()  # the optimizer's state is not needed
-        status.assert_existing_objects_matched()
-    except (AssertionError, ValueError) as error:
-        raise InputError(f"{prefix}: the checkpoint does not hold the model {config_path} describes "
-                         f"({str(error)[:200]}); pass the folder the checkpoint was trained in") from None
+    restore_weights(pretrainer, prefix, label="checkpoint",
+                    fix=f"pass the folder the checkpoint was trained in (its config is {config_path})")
 
 
 def write_model_folder(folder, config, pretrainer, vocab_file, step=0, overwrite=False):

@@ -90,11 +90,11 @@ def restore_weights(model, path, label="--init-checkpoint", fix="use the same mo
     """
     try:
         status = tf.train.Checkpoint(model=model_trackable(model)).restore(path)
+        status.expect_partial()  # the optimizer and counters are not wanted here
         status.assert_existing_objects_matched()
     except (AssertionError, ValueError) as error:
         raise InputError(f"{label} {path}: its weights do not match this model ({str(error)[:200]}); "
                          f"{fix}") from None
-    status.expect_partial()
 
 
 def holds_optimizer_state(path):
