@@ -79,14 +79,7 @@ def build_encoder(model_config: ModelConfig) -> BertEncoder:
 
 def restore_by_path(model, checkpoint, what="model"):
     """Restores every weight of `model` from `checkpoint` (keys `model/weights_by_path/<path>`)."""
-    import tensorflow as tf
+    from training.checkpointing import restore_weights
 
-    from training.checkpointing import model_trackable
-
-    status = tf.train.Checkpoint(model=model_trackable(model)).restore(checkpoint)
-    try:
-        status.assert_existing_objects_matched()
-    except (AssertionError, ValueError) as error:
-        raise InputError(f"{checkpoint}: its weights do not match the {what} that config.json describes "
-                         f"({str(error)[:160]}); use the config.json saved with these weights") from None
-    status.expect_partial()
+    restore_weights(model, checkpoint, label=f"{what} checkpoint",
+                    fix="use the config.json saved with these weights")
