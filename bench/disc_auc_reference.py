@@ -201,7 +201,7 @@ def main(argv=None):
     out = open(args.json_out, "w") if args.json_out else None
     start = time.time()
     for step in range(args.steps):
-        if step % args.eval_every == 0 or step == args.steps - 1:
+        if step % args.eval_every == 0:
             result = evaluate(step)
             result["elapsed_s"] = round(time.time() - start, 1)
             print(json.dumps(result), flush=True)

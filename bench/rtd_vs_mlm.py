@@ -12,7 +12,8 @@ fine-tuned by run_finetuning.py on each task with --seeds seeds (medians reporte
 Stages, each skipped when its output is complete, so the same command continues after any stop:
   1. dataset      <work>/data/pretrain_tfrecords (build_pretraining_dataset.py)
   2. pretraining  <work>/data/models/{electra,mlm}/ (run_pretraining.py resumes from its last checkpoint)
-  3. fine-tuning  <work>/data/models/<arm>_step<N>/results/<task>_results.json, one folder per checkpoint
+  3. fine-tuning  <work>/data/models/<arm>_step<N>/results/<task>_results.json, one folder per checkpoint,
+                  on the shared GLUE files (<shared-data>/glue)
                   (a task whose results file says "complete" is not run again)
   4. summary      <work>/summary.json, <work>/summary.md and the figures <work>/dev_score_vs_flops.png and
                   <work>/pretraining_curves.png, rewritten after every fine-tuning run
@@ -33,6 +34,7 @@ if str(REPO) not in sys.path:
 
 from bench import flops  # noqa: E402
 from configs.pretraining_config import PretrainingConfig  # noqa: E402
+from finetune.tasks import get_task  # noqa: E402
 
 ARMS = ("electra", "mlm")
 # The study's encoder: hidden 128, 4 layers, embedding 128 (issue 6's "small model shape"); the
@@ -43,8 +45,6 @@ MODEL = {"model_size": "electra_small",
 PRETRAINING = {"learning_rate": 5e-4, "train_batch_size": 64, "eval_batch_size": 64,
                "mixed_precision": "mixed_bfloat16", "use_xla": False, "iterations_per_loop": 50,
                "keep_checkpoint_max": 0, "do_eval": True, "num_eval_steps": 10}
-GLUE_FOLDERS = {"cola": "CoLA", "sst": "SST-2", "mrpc": "MRPC", "sts": "STS-B", "rte": "RTE"}
-PRIMARY = {"cola": "mcc", "sst": "accuracy", "mrpc": "accuracy", "sts": "spearman", "rte": "accuracy"}
 CURVES = ("masked_lm_loss", "masked_lm_accuracy", "disc_loss", "disc_auc", "disc_precision", "disc_recall")
 
 
@@ -111,15 +111,6 @@ def build_dataset(plan):
          "--max-seq-length", "128", "--num-processes", "2", "--overwrite"], plan.work_dir / "build.log")
 
 
-def link_finetuning_data(plan):
-    target = plan.data_dir / "finetuning_data"
-    target.mkdir(parents=True, exist_ok=True)
-    for task in plan.tasks:
-        link = target / GLUE_FOLDERS[task]
-        if not link.exists():
-            link.symlink_to(plan.shared_data / "glue" / GLUE_FOLDERS[task])
-
-
 def pretrain(plan, arm):
     steps = plan.steps(arm)
     hparams = {**plan.arm_hparams(arm), "num_train_steps": steps,
@@ -168,7 +159,8 @@ def finetune(plan, arm, step, task):
     if plan.finetune_max_steps:
         hparams["max_train_steps"] = plan.finetune_max_steps
     run(["run_finetuning.py", "--model-name", folder.name, "--data-dir", plan.data_dir, "--task", task,
-         "--num-trials", plan.seeds, "--hparams", json.dumps(hparams)], plan.work_dir / f"finetune_{arm}.log")
+         "--finetuning-data-dir", plan.shared_data / "glue", "--num-trials", plan.seeds,
+         "--hparams", json.dumps(hparams)], plan.work_dir / f"finetune_{arm}.log")
 
 
 def collect(plan):
@@ -187,7 +179,7 @@ def collect(plan):
             for task in plan.tasks:
                 if finetuned(folder, task):
                     result = json.loads(results_file(folder, task).read_text())
-                    metric = PRIMARY[task]
+                    metric = result["primary_metric"]
                     scores[task] = result["summary"][metric]["median"]
                     spread[task] = result["summary"][metric]["std"]
                     baselines[task] = result["majority_baseline"].get(metric)
@@ -201,9 +193,8 @@ def collect(plan):
 
 
 def markdown(summary, tasks):
-    names = {"cola": "CoLA (MCC)", "sst": "SST-2 (acc)", "mrpc": "MRPC (acc)", "sts": "STS-B (Spearman)",
-             "rte": "RTE (acc)"}
-    lines = ["| objective | step | pretraining FLOPs | " + " | ".join(names[t] for t in tasks) + " | average |",
+    headings = [f"{get_task(t).glue_name} ({get_task(t).primary_metric})" for t in tasks]
+    lines = ["| objective | step | pretraining FLOPs | " + " | ".join(headings) + " | average |",
              "|---" * (len(tasks) + 4) + "|"]
     baseline_row = None
     for arm, rows in summary["arms"].items():
@@ -293,9 +284,8 @@ def main(argv=None):
                         help="JSON overrides of the study's pretraining hparams (a smaller model for a trial run)")
     args = parser.parse_args(argv)
     tasks = args.tasks.split(",")
-    unknown = [t for t in tasks if t not in GLUE_FOLDERS]
-    if unknown:
-        raise SystemExit(f"--tasks: {', '.join(unknown)} not among {', '.join(GLUE_FOLDERS)}")
+    for task in tasks:
+        get_task(task)  # an unknown name stops here, before any work
     plan = Plan(args.work_dir.resolve(), args.shared_data.resolve(), args.electra_steps, args.budgets, tasks,
                 args.seeds, args.finetune_max_steps)
     plan.pretraining.update(json.loads(args.hparams))
@@ -304,7 +294,6 @@ def main(argv=None):
         f"{plan.flops_per_step('electra'):.3e} vs {plan.flops_per_step('mlm'):.3e} per step); checkpoints "
         f"{plan.checkpoint_steps('electra')} / {plan.checkpoint_steps('mlm')}")
     build_dataset(plan)
-    link_finetuning_data(plan)
     for arm in ARMS:
         pretrain(plan, arm)
     for budget in range(plan.budgets):

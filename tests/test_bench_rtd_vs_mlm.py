@@ -5,6 +5,7 @@ import tensorflow as tf
 
 from bench import rtd_vs_mlm
 from bench.rtd_vs_mlm import Plan
+from finetune.tasks import get_task
 
 
 def plan_in(tmp_path, **changes):
@@ -52,10 +53,10 @@ def test_a_budget_folder_holds_exactly_that_checkpoint(tmp_path):
 
 
 def write_result(folder, task, median, complete=True):
-    metric = rtd_vs_mlm.PRIMARY[task]
+    metric = get_task(task).primary_metric
     (folder / "results").mkdir(parents=True, exist_ok=True)
     rtd_vs_mlm.results_file(folder, task).write_text(json.dumps({
-        "complete": complete, "majority_baseline": {metric: 50.0},
+        "complete": complete, "primary_metric": metric, "majority_baseline": {metric: 50.0},
         "summary": {metric: {"median": median, "mean": median, "std": 1.0}}}))
 
 
