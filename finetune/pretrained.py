@@ -2,7 +2,9 @@
 
 Our pretraining runs write these folders, and imported official or Hugging Face weights arrive as the
 same kind of folder. Only the discriminator ("electra") is read: its variables are restored by path
-from the checkpoint's `model/weights_by_path/...` entries, the generator is not built.
+from the checkpoint's `model/weights_by_path/...` entries, the generator is not built. A discriminator
+pretrained with gradient-disentangled embeddings (gdes_embeddings) is fine-tuned on its merged word
+table (shared + residual), the table it actually read, as one ordinary variable.
 """
 import dataclasses
 import pathlib
@@ -29,6 +31,7 @@ class PretrainedModel:
     sp_model: Optional[pathlib.Path]
     do_lower_case: bool
     checkpoint: str
+    gdes_embeddings: bool = False
 
     def tokenizer(self):
         return load_tokenizer(vocab_file=self.vocab_file, spm_model=self.sp_model, lower_case=self.do_lower_case)
@@ -47,9 +50,6 @@ def read_model_folder(folder) -> PretrainedModel:
         raise InputError(f"{config_file}: missing; a pretrained model folder holds the config.json that "
                          "run_pretraining.py (or an import) wrote")
     config = PretrainingConfig.load(config_file)
-    if config.gdes_embeddings:
-        raise InputError(f"{config_file}: gdes_embeddings models must be exported (merged word table) before "
-                         "fine-tuning; export it first")
     sp_models = sorted(folder.glob("*.model"))
     vocab_file = folder / "vocab.txt"
     if not vocab_file.is_file() and not sp_models:
@@ -65,7 +65,8 @@ def read_model_folder(folder) -> PretrainedModel:
         recipe_size=size_of(config.model_size, model_config.hidden_size),
         vocab_file=vocab_file if vocab_file.is_file() else None,
         sp_model=None if vocab_file.is_file() else sp_models[0],
-        do_lower_case=config.do_lower_case, checkpoint=checkpoint)
+        do_lower_case=config.do_lower_case, checkpoint=checkpoint,
+        gdes_embeddings=config.electra_objective and config.gdes_embeddings)
 
 
 def build_encoder(model_config: ModelConfig) -> BertEncoder:
@@ -73,6 +74,34 @@ def build_encoder(model_config: ModelConfig) -> BertEncoder:
     encoder = BertEncoder.from_model_config(model_config, name=ENCODER_NAME)
     with keras.name_scope(ENCODER_NAME):
         encoder.embeddings.build()
+    encoder.build()
+    return encoder
+
+
+def load_encoder(pretrained: PretrainedModel) -> BertEncoder:
+    """The discriminator encoder with the folder's weights (a gdes residual merged into the word table)."""
+    encoder = build_encoder(pretrained.model_config)
+    if not pretrained.gdes_embeddings:
+        restore_by_path(encoder, pretrained.checkpoint, what="encoder")
+        return encoder
+    source = _build_gdes_encoder(pretrained.model_config)
+    restore_by_path(source, pretrained.checkpoint, what="encoder")
+    by_path = {variable.path: variable for variable in source.weights}
+    for variable in encoder.weights:
+        variable.assign(by_path[variable.path])
+    encoder.embeddings.word_embeddings.assign(source.merged_word_embeddings())
+    return encoder
+
+
+def _build_gdes_encoder(model_config):
+    """The discriminator as pretraining built it under gdes_embeddings: shared table + its residual."""
+    from pretrain.builder import shared_embeddings
+
+    embeddings = shared_embeddings(model_config)
+    with keras.name_scope(ENCODER_NAME):
+        embeddings.build()
+    encoder = BertEncoder.from_model_config(model_config, name=ENCODER_NAME, embeddings=embeddings,
+                                            gdes_embeddings=True)
     encoder.build()
     return encoder
 

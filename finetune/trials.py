@@ -11,7 +11,7 @@ from configs.loading import save_json
 from finetune import metrics as metrics_lib
 from finetune.loop import Trainer, build_optimizer, count_steps
 from finetune.model import FinetuningModel, make_head
-from finetune.pretrained import build_encoder, restore_by_path
+from finetune.pretrained import load_encoder
 from finetune.saved import model_folder_name, save_finetuned_model, set_aside
 
 
@@ -70,8 +70,7 @@ class TrialRunner:
         config, tasks = self.config, [d.task for d in self.task_data]
         seed = config.seed + trial
         keras.utils.set_random_seed(seed)
-        encoder = build_encoder(self.pretrained.model_config)
-        restore_by_path(encoder, self.pretrained.checkpoint, what="encoder")
+        encoder = load_encoder(self.pretrained)
         model = FinetuningModel(encoder, {t.name: make_head(t, encoder.hidden_size, config) for t in tasks})
         trainer = Trainer(model, tasks, build_optimizer(config, self.num_steps, encoder.num_layers), config)
         label = f"{'+'.join(t.name for t in tasks)} trial {trial + 1}/{config.num_trials}"

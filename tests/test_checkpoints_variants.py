@@ -125,3 +125,21 @@ def test_discriminator_only_checkpoint_gets_a_fresh_generator(tmp_path, tokenize
     original, back = weights(model.pretrainer), weights(imported)
     assert all(np.array_equal(original[k], back[k]) for k in original)
     assert any(k.startswith("generator/") for k in back)
+
+
+def test_finetuning_reads_a_gdes_folder_as_the_discriminator_saw_it(tmp_path, tokenizer):
+    """Fine-tuning gets one plain word table: shared + residual, so its encoder computes what pretraining's did."""
+    from finetune.pretrained import load_encoder, read_model_folder
+
+    model = model_folder(tmp_path, tokenizer, gdes_embeddings=True)
+    discriminator = model.pretrainer.discriminator
+    assert np.abs(discriminator.word_embeddings_delta.numpy()).max() > 0.01  # a residual that matters
+    encoder = load_encoder(read_model_folder(tmp_path / "models" / "original"))
+    assert not encoder.gdes_embeddings
+    assert len(encoder.weights) == len(discriminator.weights) - 1  # every weight but the residual
+    np.testing.assert_allclose(encoder.embeddings.word_embeddings.numpy(),
+                               np.asarray(discriminator.merged_word_embeddings()), atol=1e-6)
+    rng = np.random.default_rng(1)
+    inputs = {"input_ids": rng.integers(5, VOCAB_SIZE, (2, 12)).astype("int32"),
+              "input_mask": np.ones((2, 12), "int32"), "segment_ids": np.zeros((2, 12), "int32")}
+    np.testing.assert_allclose(np.asarray(encoder(inputs)), np.asarray(discriminator(inputs)), atol=1e-5)
