@@ -17,6 +17,9 @@ Stages, each skipped when its output is complete, so the same command continues 
                   (a task whose results file says "complete" is not run again)
   4. summary      <work>/summary.json, <work>/summary.md and the figures <work>/dev_score_vs_flops.png and
                   <work>/pretraining_curves.png, rewritten after every fine-tuning run
+
+<work>/timings.json adds up the wall-clock seconds of every stage the script ran (across restarts; a run
+cut off by a stop is not counted, its rerun is).
 """
 import argparse
 import dataclasses
@@ -90,16 +93,34 @@ def log(message):
     print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
 
 
-def run(command, log_file):
-    """A stage's subprocess, its output appended to log_file; a failure stops the study (rerun continues)."""
+TIMINGS = "timings.json"
+
+
+def run(command, log_file, stage):
+    """A stage's subprocess, its output appended to log_file; a failure stops the study (rerun continues).
+
+    Its wall-clock seconds are added to <work>/timings.json under `stage`."""
     log(" ".join(str(c) for c in command))
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=str(REPO))
+    start = time.monotonic()
     with open(log_file, "a") as out:
         status = subprocess.run([sys.executable, *map(str, command)], cwd=REPO, env=env, stdout=out,
                                 stderr=subprocess.STDOUT).returncode
     if status:
         raise SystemExit(f"stopped: {command[0]} exited with {status}; see {log_file}, fix it and run the study "
                          "again (finished stages are kept)")
+    seconds = time.monotonic() - start
+    add_timing(pathlib.Path(log_file).parent, stage, seconds)
+    log(f"{stage}: {seconds / 60:.1f} min")
+
+
+def add_timing(work_dir, stage, seconds):
+    path = work_dir / TIMINGS
+    timings = json.loads(path.read_text()) if path.is_file() else {}
+    timings[stage] = round(timings.get(stage, 0.0) + seconds, 1)
+    temp = path.with_suffix(".tmp")
+    temp.write_text(json.dumps(timings, indent=2, sort_keys=True))
+    temp.replace(path)
 
 
 def build_dataset(plan):
@@ -108,7 +129,7 @@ def build_dataset(plan):
     run(["build_pretraining_dataset.py", "--corpus-dir", plan.shared_data / "corpus" / "enwiki_wikiextractor",
          "--corpus-format", "wikiextractor", "--vocab-file",
          plan.shared_data / "vocab" / "bert-base-uncased-vocab.txt", "--data-dir", plan.data_dir,
-         "--max-seq-length", "128", "--num-processes", "2", "--overwrite"], plan.work_dir / "build.log")
+         "--max-seq-length", "128", "--num-processes", "2", "--overwrite"], plan.work_dir / "build.log", "dataset")
 
 
 def pretrain(plan, arm):
@@ -120,7 +141,7 @@ def pretrain(plan, arm):
     if all((folder / f"ckpt-{s}.index").is_file() for s in plan.checkpoint_steps(arm)):
         return
     run(["run_pretraining.py", "--model-name", arm, "--data-dir", plan.data_dir, "--hparams",
-         json.dumps(hparams)], plan.work_dir / f"pretrain_{arm}.log")
+         json.dumps(hparams)], plan.work_dir / f"pretrain_{arm}.log", f"pretrain {arm}")
 
 
 def budget_folder(plan, arm, step):
@@ -160,7 +181,8 @@ def finetune(plan, arm, step, task):
         hparams["max_train_steps"] = plan.finetune_max_steps
     run(["run_finetuning.py", "--model-name", folder.name, "--data-dir", plan.data_dir, "--task", task,
          "--finetuning-data-dir", plan.shared_data / "glue", "--num-trials", plan.seeds,
-         "--hparams", json.dumps(hparams)], plan.work_dir / f"finetune_{arm}.log")
+         "--hparams", json.dumps(hparams)], plan.work_dir / f"finetune_{arm}.log",
+        f"finetune {arm}_step{step} {task}")
 
 
 def collect(plan):
@@ -209,21 +231,40 @@ def markdown(summary, tasks):
         values = [baseline_row[t] or 0.0 for t in tasks]
         lines.append("| majority class | | | " + " | ".join(f"{v:.1f}" for v in values)
                      + f" | {sum(values) / len(values):.1f} |")
-    return "\n".join(lines) + "\n\nCells: median ± standard deviation over the fine-tuning seeds.\n"
+    lines += ["", "Cells: median ± standard deviation over the fine-tuning seeds."]
+    stages = stage_minutes(summary.get("wall_clock_seconds", {}))
+    if stages:
+        lines += ["", "| stage | wall-clock (min) |", "|---|---|"]
+        lines += [f"| {stage} | {minutes:.1f} |" for stage, minutes in stages.items()]
+    return "\n".join(lines) + "\n"
+
+
+def stage_minutes(seconds):
+    """{stage: minutes} with the fine-tuning runs added up per arm ("finetune electra": every cell)."""
+    totals = {}
+    for stage, value in sorted(seconds.items()):
+        key = " ".join(stage.split(" ")[:2]).split("_step")[0] if stage.startswith("finetune") else stage
+        totals[key] = totals.get(key, 0.0) + value / 60
+    return totals
 
 
 def training_curves(folder):
-    """{metric: [(step, value)]} from a pretraining run's TensorBoard train logs."""
+    """{metric: [(step, value)]} from a pretraining run's TensorBoard train logs.
+
+    A run stopped and resumed logs some steps twice (once before the stop, again after resuming from
+    an earlier checkpoint): the later write wins, as it is the history the final weights have."""
     import tensorflow as tf
 
-    curves = {name: [] for name in CURVES}
+    latest = {name: {} for name in CURVES}  # {metric: {step: (wall_time, value)}}
     for path in sorted((folder / "logs" / "train").glob("events.out.tfevents.*")):
         for record in tf.data.TFRecordDataset(str(path)):
             event = tf.compat.v1.Event.FromString(record.numpy())
             for value in event.summary.value:
-                if value.tag in curves:
-                    curves[value.tag].append((event.step, float(tf.make_ndarray(value.tensor))))
-    return {name: sorted(points) for name, points in curves.items()}
+                if value.tag in latest:
+                    seen = latest[value.tag].get(event.step)
+                    if seen is None or event.wall_time >= seen[0]:
+                        latest[value.tag][event.step] = (event.wall_time, float(tf.make_ndarray(value.tensor)))
+    return {name: sorted((step, value) for step, (_, value) in points.items()) for name, points in latest.items()}
 
 
 def figures(plan, summary):
@@ -264,6 +305,8 @@ def figures(plan, summary):
 
 def write_summary(plan):
     summary = collect(plan)
+    timings = plan.work_dir / TIMINGS
+    summary["wall_clock_seconds"] = json.loads(timings.read_text()) if timings.is_file() else {}
     (plan.work_dir / "summary.json").write_text(json.dumps(summary, indent=2))
     (plan.work_dir / "summary.md").write_text(markdown(summary, plan.tasks))
     figures(plan, summary)

@@ -78,3 +78,27 @@ def test_the_summary_counts_only_finished_cells(tmp_path):
     assert "| ELECTRA (RTD) | 300 |" in table and "| 20.0 ± 1.0 | 60.0 ± 1.0 | 40.0 |" in table
     assert "| 10.0 ± 1.0 | … | … |" in table
     assert "| majority class | | | 50.0 | 50.0 | 50.0 |" in table
+
+
+def test_stage_timings_add_up_across_restarts_and_per_arm(tmp_path):
+    rtd_vs_mlm.add_timing(tmp_path, "pretrain mlm", 60.0)
+    rtd_vs_mlm.add_timing(tmp_path, "pretrain mlm", 120.0)  # resumed after a stop
+    rtd_vs_mlm.add_timing(tmp_path, "finetune mlm_step534 cola", 30.0)
+    rtd_vs_mlm.add_timing(tmp_path, "finetune mlm_step1068 rte", 90.0)
+    seconds = json.loads((tmp_path / rtd_vs_mlm.TIMINGS).read_text())
+    assert seconds["pretrain mlm"] == 180.0
+    assert rtd_vs_mlm.stage_minutes(seconds) == {"finetune mlm": 2.0, "pretrain mlm": 3.0}
+
+
+def test_a_resumed_runs_curves_keep_the_last_write_of_each_step(tmp_path):
+    train = tmp_path / "logs" / "train"
+    for run, losses in enumerate(([9.0, 8.0, 7.0], [8.5, 6.0])):  # the second run resumed at step 100
+        writer = tf.summary.create_file_writer(str(train / f"run{run}"))
+        with writer.as_default():
+            for step, loss in zip((100, 200, 300)[:len(losses)] if run == 0 else (200, 300), losses):
+                tf.summary.scalar("disc_loss", loss, step=step)
+        writer.close()
+        for path in (train / f"run{run}").iterdir():
+            path.rename(train / f"{path.name}.{run}")
+    curves = rtd_vs_mlm.training_curves(tmp_path)
+    assert curves["disc_loss"] == [(100, 9.0), (200, 8.5), (300, 6.0)]
