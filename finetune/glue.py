@@ -5,6 +5,10 @@ Rows are split on tabs with no quote handling (GLUE's texts contain unbalanced q
 csv reader with quotechar=None knew). A byte-order mark (MRPC) is dropped. Unlike the original, which
 logged and skipped rows it could not parse, a row with the wrong number of columns or an unknown label
 stops the run with the file and line, so a damaged download is not trained on silently.
+
+MNLI's model also predicts GLUE's diagnostic set (AX.tsv, which a complete submission needs). That set
+is optional: found in the MNLI folder (the original's finetuning_data/mnli/diagnostic.tsv) or beside it
+(GLUE's glue_data/diagnostic/diagnostic.tsv); when absent the run says so and writes the rest.
 """
 import dataclasses
 import pathlib
@@ -14,7 +18,7 @@ import numpy as np
 
 from data.errors import InputError
 from finetune import metrics
-from finetune.data_files import find_split_file, find_task_dir
+from finetune.data_files import find_file, find_split_file, find_task_dir, split_file_candidates
 from finetune.features import featurize
 from finetune.tasks import CLASSIFICATION, REGRESSION, Example, Task, register
 
@@ -46,6 +50,18 @@ def read_tsv_rows(path) -> List[List[str]]:
 
 
 @dataclasses.dataclass(frozen=True)
+class ExtraTestSet:
+    """A test set of its own that a task's model predicts when its file is present (MNLI → diagnostic)."""
+    name: str  # the split, and GLUE's folder and file name for it
+    submission_name: str
+
+    @property
+    def file_names(self) -> Tuple[str, ...]:
+        """Relative to the task folder: inside it (the original's layout) or GLUE's folder beside it."""
+        return (f"{self.name}.tsv", f"../{self.name}/{self.name}.tsv")
+
+
+@dataclasses.dataclass(frozen=True)
 class GlueTask(Task):
     name: str
     glue_name: str
@@ -59,6 +75,7 @@ class GlueTask(Task):
     headerless: Optional[dict] = None  # the layout of files without a header
     splits: Tuple[Tuple[str, str], ...] = (("dev", ""),)
     tests: Tuple[str, ...] = ("test",)
+    extra_tests: Tuple[ExtraTestSet, ...] = ()  # optional: skipped with a note when absent
 
     @property
     def kind(self):
@@ -76,38 +93,58 @@ class GlueTask(Task):
         return dict(self.splits)
 
     def test_splits(self) -> List[str]:
-        return list(self.tests)
+        return list(self.tests) + [extra.name for extra in self.extra_tests]
+
+    def missing_test_splits(self, data_root) -> Dict[str, str]:
+        folder, missing = self.folder(data_root), {}
+        for extra in self.extra_tests:
+            if find_file(folder, extra.file_names) is None:
+                looked = ", ".join(str(p) for p in split_file_candidates(folder, extra.file_names))
+                missing[extra.name] = (f"{self.name}: no {extra.name} set, so no {extra.submission_name} "
+                                       f"(looked for {looked}); put GLUE's {extra.name}/{extra.name}.tsv at "
+                                       "one of those paths for a complete GLUE submission")
+        return missing
 
     def folder(self, data_root) -> pathlib.Path:
         return find_task_dir(data_root, self.name, (self.glue_name,))
 
     def split_file(self, data_root, split) -> pathlib.Path:
-        return find_split_file(self.folder(data_root), split, (f"{split}.tsv",), self.name)
+        extra = self._extra_test(split)
+        names = extra.file_names if extra else (f"{split}.tsv",)
+        return find_split_file(self.folder(data_root), split, names, self.name)
+
+    def _extra_test(self, split) -> Optional[ExtraTestSet]:
+        return next((extra for extra in self.extra_tests if extra.name == split), None)
+
+    def _download_name(self, split) -> str:
+        """GLUE's name for the download a split's file comes from (for the fix in an error message)."""
+        extra = self._extra_test(split)
+        return extra.name if extra else self.glue_name
 
     # ------------------------------------------------------------------ reading
     def read(self, data_root, split) -> List[Example]:
         path = self.split_file(data_root, split)
         rows = read_tsv_rows(path)
-        is_test = split.startswith("test")
-        columns, start = self._columns(rows, path, is_test)
+        is_test, download = split in self.test_splits(), self._download_name(split)
+        columns, start = self._columns(rows, path, is_test, download)
         width = columns.pop("_width")
         examples = []
         for number, row in enumerate(rows[start:], start=start + 1):
             if len(row) != width:
                 raise InputError(f"{path}: line {number} has {len(row)} tab-separated columns, the file's "
-                                 f"layout has {width}; repair the line or re-download {self.glue_name}")
+                                 f"layout has {width}; repair the line or re-download {download}")
             texts = [row[columns[c]] for c in self.text_columns]
             guid = row[columns["_id"]] if "_id" in columns else str(number - start - 1)
             label = None if is_test else self._label(row[columns[self.label_column]], path, number)
             examples.append(Example(guid, texts[0], texts[1] if self.is_pair else None, label))
         if not examples:
-            raise InputError(f"{path}: the {split} split has no examples; use the full {self.glue_name} file")
+            raise InputError(f"{path}: the {split} split has no examples; use the full {download} file")
         return examples
 
-    def _columns(self, rows, path, is_test):
+    def _columns(self, rows, path, is_test, download):
         """{column name: index, "_width": n, "_id": index?} and the first data row."""
         if not rows:
-            raise InputError(f"{path}: the file is empty; use the full {self.glue_name} file")
+            raise InputError(f"{path}: the file is empty; use the full {download} file")
         header = [cell.strip() for cell in rows[0]]
         needed = list(self.text_columns) + ([] if is_test else [self.label_column])
         if all(name in header for name in needed):
@@ -123,7 +160,7 @@ class GlueTask(Task):
             return columns, 0
         missing = [name for name in needed if name not in header]
         raise InputError(f"{path}: the header lacks the column(s) {', '.join(missing)} (header: "
-                         f"{' | '.join(header)[:120]}); use GLUE's {self.glue_name} files")
+                         f"{' | '.join(header)[:120]}); use GLUE's {download} files")
 
     def _label(self, text, path, number):
         text = text.strip()
@@ -178,8 +215,10 @@ class GlueTask(Task):
 
     # ------------------------------------------------------------------ submission files
     def write_test_predictions(self, folder, split, features, outputs):
-        """`folder/<GLUE name>.tsv` (MNLI: MNLI-m.tsv and MNLI-mm.tsv), ready to zip for the leaderboard."""
-        name = self.submission_names[self.tests.index(split)]
+        """`folder/<GLUE name>.tsv` (MNLI: MNLI-m.tsv, MNLI-mm.tsv and AX.tsv), ready to zip for the
+        leaderboard."""
+        extra = self._extra_test(split)
+        name = extra.submission_name if extra else self.submission_names[self.tests.index(split)]
         path = pathlib.Path(folder) / name
         write_text_atomic(path, "\n".join(self.submission_lines(features["examples"], outputs)) + "\n")
         return path
@@ -214,7 +253,8 @@ GLUE_TASKS = [
              ("QQP.tsv",), id_column="id"),
     GlueTask("mnli", "MNLI", ("sentence1", "sentence2"), "gold_label", ("contradiction", "entailment", "neutral"),
              ACCURACY, "accuracy", ("MNLI-m.tsv", "MNLI-mm.tsv"),
-             splits=(("dev_matched", ""), ("dev_mismatched", "_mm")), tests=("test_matched", "test_mismatched")),
+             splits=(("dev_matched", ""), ("dev_mismatched", "_mm")), tests=("test_matched", "test_mismatched"),
+             extra_tests=(ExtraTestSet("diagnostic", "AX.tsv"),)),
     GlueTask("qnli", "QNLI", ("question", "sentence"), "label", ("entailment", "not_entailment"), ACCURACY,
              "accuracy", ("QNLI.tsv",)),
     GlueTask("rte", "RTE", ("sentence1", "sentence2"), "label", ("entailment", "not_entailment"), ACCURACY,

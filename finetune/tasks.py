@@ -48,6 +48,11 @@ class Task(abc.ABC):
     def test_splits(self) -> List[str]:
         ...
 
+    def missing_test_splits(self, data_root) -> Dict[str, str]:
+        """{split: a one-line note} for optional test splits whose file is absent (MNLI's diagnostic
+        set): they are skipped with the note, where a missing required split stops the run."""
+        return {}
+
     @abc.abstractmethod
     def read(self, data_root, split):
         """The split's examples; InputError for a missing folder or file, a bad row or an empty split."""

@@ -30,7 +30,12 @@ def prepare_tasks(tasks, data_root, tokenizer, config, do_train=True, do_predict
     for task in tasks:
         train = task.read(data_root, "train") if do_train else None
         evals = {suffix: task.read(data_root, split) for split, suffix in task.eval_splits().items()}
-        tests = {split: task.read(data_root, split) for split in task.test_splits()} if do_predict else {}
+        tests = {}
+        if do_predict:
+            missing = task.missing_test_splits(data_root)
+            for note in missing.values():
+                say(note)
+            tests = {split: task.read(data_root, split) for split in task.test_splits() if split not in missing}
         examples.append((task, train, evals, tests))
     prepared = []
     for task, train, evals, tests in examples:

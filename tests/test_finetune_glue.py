@@ -1,5 +1,6 @@
-"""GLUE readers (the shared GLUE files and fixtures in GLUE's formats for MNLI, QQP and QNLI), metrics
-against scikit-learn and SciPy, pair truncation, length bucketing and the fine-tuning config recipe."""
+"""GLUE readers (the shared GLUE files and fixtures in GLUE's formats for MNLI, its diagnostic set, QQP
+and QNLI), AX.tsv, metrics against scikit-learn and SciPy, pair truncation, length bucketing and the
+fine-tuning config recipe."""
 import numpy as np
 import pytest
 import scipy.stats
@@ -104,6 +105,128 @@ def test_fixture_formats_mnli_qqp_qnli(tmp_path):
                                          ["0", "Who?", "Him.", "not_entailment"]])
     example = get_task("qnli").read(tmp_path, "dev")[0]
     assert (example.text_a, example.text_b, example.label) == ("Who?", "Him.", "not_entailment")
+
+
+DIAGNOSTIC_HEADER = ["index", "sentence1", "sentence2"]  # GLUE's diagnostic/diagnostic.tsv: no labels
+
+
+def write_mnli(folder):
+    """MNLI's five files in GLUE's formats, two rows each."""
+    rows = [["0", "1", "1n", "fiction", "( x )", "( y )", "(ROOT x)", "(ROOT y)", "A man sleeps .",
+             "A person rests .", "entailment", "entailment"],
+            ["1", "2", "2c", "slate", "( x )", "( y )", "(ROOT x)", "(ROOT y)", "It is raining .",
+             "The sun is out .", "contradiction", "contradiction"]]
+    for split in ("train", "dev_matched", "dev_mismatched"):
+        write(folder / f"{split}.tsv", [MNLI_HEADER] + rows)
+    for split in ("test_matched", "test_mismatched"):
+        write(folder / f"{split}.tsv", [MNLI_HEADER[:10]] + [row[:10] for row in rows])
+    return folder
+
+
+def write_diagnostic(path, count):
+    return write(path, [DIAGNOSTIC_HEADER] + [[str(i), f"The cat {i} sat .", f"A cat {i} sat ."]
+                                              for i in range(count)])
+
+
+@pytest.mark.parametrize("layout", ["original", "glue", "lower_case_beside", "linked_glue_folder"])
+def test_diagnostic_set_is_found_in_each_layout(tmp_path, layout):
+    """In the MNLI folder (the original's finetuning_data/mnli/diagnostic.tsv), beside it (GLUE's
+    glue_data/diagnostic/diagnostic.tsv, or finetuning_data/diagnostic/ next to mnli/), and beside the
+    GLUE folder that a finetuning_data/mnli link points to."""
+    root = tmp_path / "finetuning_data"
+    if layout == "original":
+        write_mnli(root / "mnli")
+        expected = write_diagnostic(root / "mnli" / "diagnostic.tsv", 3)
+    elif layout == "glue":
+        write_mnli(root / "glue_data" / "MNLI")
+        expected = write_diagnostic(root / "glue_data" / "diagnostic" / "diagnostic.tsv", 3)
+    elif layout == "lower_case_beside":
+        write_mnli(root / "mnli")
+        expected = write_diagnostic(root / "diagnostic" / "diagnostic.tsv", 3)
+    else:
+        download = tmp_path / "download" / "glue_data"
+        write_mnli(download / "MNLI")
+        expected = write_diagnostic(download / "diagnostic" / "diagnostic.tsv", 3)
+        root.mkdir()
+        (root / "mnli").symlink_to(download / "MNLI")
+    task = get_task("mnli")
+    assert "diagnostic" in task.test_splits() and task.missing_test_splits(root) == {}
+    assert task.split_file(root, "diagnostic").resolve() == expected.resolve()
+    examples = task.read(root, "diagnostic")
+    assert [(e.guid, e.text_a, e.text_b, e.label) for e in examples] == [
+        (str(i), f"The cat {i} sat .", f"A cat {i} sat .", None) for i in range(3)]
+
+
+def test_ax_tsv_has_mnli_labels_one_row_per_diagnostic_example_in_order(tmp_path):
+    write_mnli(tmp_path / "MNLI")
+    write_diagnostic(tmp_path / "diagnostic" / "diagnostic.tsv", 40)
+    task = get_task("mnli")
+    examples = task.read(tmp_path, "diagnostic")
+    outputs = np.random.default_rng(0).normal(size=(len(examples), 3))
+    path = task.write_test_predictions(tmp_path / "out", "diagnostic", {"examples": examples}, outputs)
+    assert path.name == "AX.tsv"
+    lines = path.read_text().splitlines()
+    assert lines[0] == "index\tprediction" and len(lines) == 41
+    ids, labels = zip(*(line.split("\t") for line in lines[1:]))
+    assert list(ids) == [str(i) for i in range(40)]
+    assert list(labels) == [task.label_names[i] for i in outputs.argmax(-1)]
+    assert set(labels) == {"entailment", "neutral", "contradiction"}
+    assert task.write_test_predictions(tmp_path / "out", "test_mismatched", {"examples": examples},
+                                       outputs).name == "MNLI-mm.tsv"
+
+
+def _prepare_mnli(root, say):
+    from finetune.trials import prepare_tasks
+
+    config = FinetuningConfig.create({}, "small", ["mnli"])
+    return prepare_tasks([get_task("mnli")], root, _CharTokenizer(), config, do_predict=True,
+                         say=say)[0]
+
+
+def test_absent_diagnostic_set_is_one_note_and_mnli_m_mm_are_still_written(tmp_path):
+    write_mnli(tmp_path / "MNLI")
+    notes = []
+    data = _prepare_mnli(tmp_path, notes.append)
+    about = [note for note in notes if "AX.tsv" in note]
+    assert len(about) == 1 and "\n" not in about[0]
+    assert str(tmp_path / "MNLI" / "diagnostic.tsv") in about[0]
+    assert str(tmp_path / "diagnostic" / "diagnostic.tsv") in about[0]
+    assert list(data.tests) == ["test_matched", "test_mismatched"]
+    task, written = data.task, []
+    for split, features in data.tests.items():
+        written.append(task.write_test_predictions(tmp_path / "out", split, features, np.eye(3)[[0, 2]]).name)
+    assert written == ["MNLI-m.tsv", "MNLI-mm.tsv"]
+
+    write_diagnostic(tmp_path / "diagnostic" / "diagnostic.tsv", 4)
+    notes.clear()
+    data = _prepare_mnli(tmp_path, notes.append)
+    assert not [note for note in notes if "AX.tsv" in note]
+    assert list(data.tests) == ["test_matched", "test_mismatched", "diagnostic"]
+    assert data.tests["diagnostic"]["count"] == 4
+
+
+@pytest.mark.parametrize("case, fragment", [
+    ("columns", "the header lacks the column(s) sentence1, sentence2"),
+    ("empty", "the file is empty"),
+    ("header_only", "the diagnostic split has no examples"),
+    ("row", "line 3 has 2 tab-separated columns"),
+])
+def test_malformed_diagnostic_set_is_an_input_error_naming_it(tmp_path, case, fragment):
+    write_mnli(tmp_path / "glue_data" / "MNLI")
+    path = tmp_path / "glue_data" / "diagnostic" / "diagnostic.tsv"
+    rows = {"columns": [["index", "premise", "hypothesis"], ["0", "a", "b"]],
+            "header_only": [DIAGNOSTIC_HEADER],
+            "row": [DIAGNOSTIC_HEADER, ["0", "a", "b"], ["1", "a"]]}
+    if case == "empty":
+        path.parent.mkdir(parents=True)
+        path.write_text("")
+    else:
+        write(path, rows[case])
+    with pytest.raises(InputError) as error:
+        _prepare_mnli(tmp_path, lambda note: None)
+    message = str(error.value)
+    assert message.startswith(f"{path}: ") and fragment in message and "\n" not in message
+    assert "diagnostic" in message.rsplit(";", 1)[1]  # the fix names GLUE's diagnostic download, not MNLI
 
 
 @pytest.mark.parametrize("case, fragment", [

@@ -1,6 +1,7 @@
 """run_finetuning.py end to end on a tiny pretrained model: RTE from the shared GLUE data (results JSON
 with every trial and medians, submission files, fine-tuned model folders that load_finetuned_model
-reads back to the same dev accuracy), a short SQuAD 2.0 run, bad input as one line with exit code 2,
+reads back to the same dev accuracy), MNLI's submission files with and without the diagnostic set
+(AX.tsv) on a tiny fixture, a short SQuAD 2.0 run, bad input as one line with exit code 2,
 and the layer-wise learning-rate factors for L = 12, d = 0.8 in both variants."""
 import gzip
 import json
@@ -21,6 +22,7 @@ from finetune.saved import load_finetuned_model
 from finetune.tasks import get_task
 from pretrain.builder import build_pretrainer
 from tests.helpers import MICRO_MODEL
+from tests.test_finetune_glue import write_diagnostic, write_mnli
 from training.checkpointing import model_trackable
 
 QUICK = {"max_train_steps": 4, "iterations_per_loop": 2, "eval_batch_size": 128}
@@ -88,6 +90,27 @@ def test_rte_end_to_end_results_submission_and_saved_models(data_dir, capsys):
     assert task.score(dev, logits)["accuracy"] == pytest.approx(accuracies[0])
 
 
+@pytest.mark.parametrize("with_diagnostic", [True, False])
+def test_mnli_submission_files_with_and_without_the_diagnostic_set(data_dir, tmp_path, capsys, with_diagnostic):
+    """GLUE's layout: AX.tsv beside MNLI-m.tsv and MNLI-mm.tsv; without diagnostic.tsv a note, and the rest."""
+    shutil.copytree(data_dir / "models" / "tiny", tmp_path / "models" / "tiny",  # the weights, no outputs
+                    ignore=shutil.ignore_patterns("test_predictions", "results", "finetuning_*"))
+    write_mnli(tmp_path / "glue_data" / "MNLI")
+    if with_diagnostic:
+        write_diagnostic(tmp_path / "glue_data" / "diagnostic" / "diagnostic.tsv", 5)
+    run(tmp_path, "--task", "mnli", "--do-predict", "--finetuning-data-dir", str(tmp_path),
+        hparams={"max_train_steps": 1, "iterations_per_loop": 1, "save_finetuned_models": False})
+    printed = capsys.readouterr().out
+    folder = tmp_path / "models" / "tiny" / "test_predictions" / "trial_1"
+    assert sorted(p.name for p in folder.iterdir()) == ["AX.tsv"] * with_diagnostic + ["MNLI-m.tsv", "MNLI-mm.tsv"]
+    assert ("no diagnostic set, so no AX.tsv" in printed) != with_diagnostic
+    if with_diagnostic:
+        lines = (folder / "AX.tsv").read_text().splitlines()
+        assert lines[0] == "index\tprediction" and [line.split("\t")[0] for line in lines[1:]] == list("01234")
+        assert {line.split("\t")[1] for line in lines[1:]} <= {"entailment", "neutral", "contradiction"}
+        assert f"wrote {folder / 'AX.tsv'}" in printed
+
+
 def test_squad_v2_short_run_writes_scores_and_predictions(data_dir, shared_data):
     with gzip.open(shared_data / "squad" / "dev-v2.0.reconstructed.json.gz", "rt", encoding="utf-8") as f:
         article = json.load(f)["data"][0]
@@ -117,6 +140,7 @@ def test_squad_v2_short_run_writes_scores_and_predictions(data_dir, shared_data)
     ("hparams", "unknown key(s) learning_rat"),
     ("bad_label", "unknown label 'maybe'"),
     ("long", "exceeds the model's 512 positions"),
+    ("bad_diagnostic", "diagnostic.tsv: the header lacks the column(s) sentence1, sentence2"),
 ])
 def test_bad_input_is_one_line_exit_2(data_dir, tmp_path, capsys, case, fragment):
     args = ["--model-name", "tiny", "--data-dir", str(data_dir), "--task", "rte"]
@@ -140,6 +164,12 @@ def test_bad_input_is_one_line_exit_2(data_dir, tmp_path, capsys, case, fragment
         args += ["--finetuning-data-dir", str(tmp_path)]
     elif case == "long":
         args += ["--hparams", '{"max_seq_length": 1024}']
+    elif case == "bad_diagnostic":
+        write_mnli(tmp_path / "MNLI")
+        (tmp_path / "diagnostic").mkdir()
+        (tmp_path / "diagnostic" / "diagnostic.tsv").write_text("index\tpremise\thypothesis\n0\ta\tb\n")
+        args[-1] = "mnli"
+        args += ["--do-predict", "--finetuning-data-dir", str(tmp_path)]
     with pytest.raises(SystemExit) as exit_info:
         run_finetuning.main(args)
     assert exit_info.value.code == 2
