@@ -51,8 +51,9 @@ def prepare_tasks(tasks, data_root, tokenizer, config, do_train=True, do_predict
             tests={split: task.featurize(rows, tokenizer, config) for split, rows in tests.items()},
             baseline=baseline)
         splits = dict(zip(data.evals, task.eval_splits()))  # metric suffix → split name
-        counts = ", ".join([f"train {data.train['count']}"] * (train is not None)
-                           + [f"{splits[suffix]} {features['count']}" for suffix, features in data.evals.items()])
+        counts = ([f"train {data.train['count']}"] if train is not None else []) + [
+            f"{splits[suffix]} {features['count']}" for suffix, features in data.evals.items()]
+        counts = ", ".join(counts)
         say(f"{task.name}: featurized ({counts or 'no splits'}) in {time.monotonic() - start:.1f} s")
         prepared.append(data)
     return prepared

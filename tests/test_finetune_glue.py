@@ -355,3 +355,18 @@ def test_double_unordered_swaps_mrpc_and_sts_training_pairs_only():
                          training=True)) == 1
     off = featurize(get_task("mrpc"), examples, _CharTokenizer(), 16, training=True, double_unordered=False)
     assert len(off) == 2
+
+
+def test_prepare_without_training_reads_no_train_split(tmp_path):
+    """Predicting from a fine-tuned model needs no train.tsv (and reports only what it featurized)."""
+    from finetune.trials import prepare_tasks
+
+    write_mnli(tmp_path / "MNLI")
+    (tmp_path / "MNLI" / "train.tsv").unlink()
+    notes = []
+    config = FinetuningConfig.create({}, "small", ["mnli"])
+    data = prepare_tasks([get_task("mnli")], tmp_path, _CharTokenizer(), config, do_train=False,
+                         say=notes.append)[0]
+    assert data.train is None and data.baseline == {}
+    featurized = [note for note in notes if "featurized" in note]
+    assert len(featurized) == 1 and "train" not in featurized[0] and "dev_matched" in featurized[0]
