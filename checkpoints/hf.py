@@ -17,6 +17,7 @@ from data.errors import InputError
 CONFIG = "config.json"
 WEIGHTS = "model.safetensors"
 WEIGHTS_INDEX = "model.safetensors.index.json"
+TOKENIZER = "tokenizer.json"
 ARCHITECTURES = {"discriminator": "ElectraForPreTraining", "generator": "ElectraForMaskedLM"}
 # Keys a Hugging Face folder may hold that are not weights of ours: buffers, and the generator's output
 # matrix, which is the word-embedding table (tie_word_embeddings; checked equal on import).
@@ -43,21 +44,28 @@ def hf_config(encoder, architecture, pad_token_id):
 
 
 def write_tokenizer_files(folder, vocab_file, do_lower_case, max_length):
-    """vocab.txt + tokenizer_config.json + special_tokens_map.json (ElectraTokenizer, BERT's rules).
-    A SentencePiece model is copied as is: transformers has no ELECTRA tokenizer class for it."""
+    """Files for `AutoTokenizer.from_pretrained(folder)`: a WordPiece vocabulary as vocab.txt for
+    ElectraTokenizer (BERT's rules); a SentencePiece model as tokenizer.json (a fast tokenizer built by
+    checkpoints.hf_tokenizer, since transformers has no ELECTRA class for SentencePiece), the .model
+    copied beside it. `do_lower_case` goes into tokenizer_config.json either way: our import reads it."""
     folder, vocab_file = pathlib.Path(folder), pathlib.Path(vocab_file)
-    if vocab_file.suffix == ".model":
-        shutil.copyfile(vocab_file, folder / vocab_file.name)
-        return False
-    shutil.copyfile(vocab_file, folder / "vocab.txt")
     special = {"unk_token": "[UNK]", "sep_token": "[SEP]", "pad_token": "[PAD]", "cls_token": "[CLS]",
                "mask_token": "[MASK]"}
-    tokenizer_config = {"tokenizer_class": "ElectraTokenizer", "do_lower_case": bool(do_lower_case),
-                        "strip_accents": None, "tokenize_chinese_chars": True, "model_max_length": max_length,
-                        **special}
+    tokenizer_config = {"do_lower_case": bool(do_lower_case), "model_max_length": max_length, **special}
+    if vocab_file.suffix == ".model":
+        from checkpoints.hf_tokenizer import build_hf_tokenizer
+        from data.tokenization import load_tokenizer
+
+        tokenizer = load_tokenizer(spm_model=vocab_file, lower_case=do_lower_case)
+        build_hf_tokenizer(tokenizer).save(str(folder / TOKENIZER), pretty=True)
+        shutil.copyfile(vocab_file, folder / vocab_file.name)
+        tokenizer_config.update(tokenizer_class="PreTrainedTokenizerFast", strip_accents=tokenizer.strip_accents,
+                                model_input_names=["input_ids", "token_type_ids", "attention_mask"])
+    else:
+        shutil.copyfile(vocab_file, folder / "vocab.txt")
+        tokenizer_config.update(tokenizer_class="ElectraTokenizer", strip_accents=None, tokenize_chinese_chars=True)
     _write_json(folder / "tokenizer_config.json", tokenizer_config)
     _write_json(folder / "special_tokens_map.json", special)
-    return True
 
 
 def write_hf_folder(folder, tensors, config, vocab_file, do_lower_case):
@@ -69,7 +77,7 @@ def write_hf_folder(folder, tensors, config, vocab_file, do_lower_case):
     save_file({key: np.ascontiguousarray(value, dtype=np.float32) for key, value in tensors.items()},
               str(folder / WEIGHTS), metadata={"format": "pt"})
     _write_json(folder / CONFIG, config)
-    return write_tokenizer_files(folder, vocab_file, do_lower_case, config["max_position_embeddings"])
+    write_tokenizer_files(folder, vocab_file, do_lower_case, config["max_position_embeddings"])
 
 
 def _write_json(path, values):
