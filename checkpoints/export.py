@@ -67,8 +67,8 @@ def main(argv=None):
     detail = (f"models {', '.join(written)}" if args.format == "hf" else f"{written} tensors")
     print(f"Wrote the {args.format} export of {args.model_dir} to {args.output} ({detail}).")
     if args.format == "hf" and model.is_sentencepiece:
-        print(f"Note: {model.vocab_file.name} is copied as is; transformers has no ELECTRA tokenizer class for "
-              "SentencePiece, so load the weights with the model classes and tokenize with sentencepiece.")
+        print(f"Tokenizer: tokenizer.json (for AutoTokenizer) built from {model.vocab_file.name}, which is "
+              "copied beside it; see docs/checkpoints.md for the rare inputs it splits differently.")
     return written
 
 
