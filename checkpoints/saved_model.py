@@ -65,12 +65,13 @@ def _concat_rows(pieces):
 class ServingModule(tf.Module):
     """Holds the classifier and the tokenizer's TensorFlow objects so the SavedModel carries both."""
 
-    def __init__(self, model, tokenizer, max_seq_length, label_names, is_pair):
+    def __init__(self, model, tokenizer, max_seq_length, label_names, is_pair, score_range=None):
         super().__init__(name="electra_classifier")
         self.model = model
         self.tokenizer = tokenizer.tf_module
         self._encode = lambda texts: encode_texts(tokenizer, texts, max_seq_length)
         self._label_names = list(label_names or [])
+        self._score_range = tuple(score_range) if score_range else (0.0, 1.0)
         names = ("text_a", "text_b") if is_pair else ("text",)
         signature = [tf.TensorSpec([None], tf.string, name=name) for name in names]
         self.serve = tf.function(self._predict, input_signature=signature)
@@ -78,7 +79,8 @@ class ServingModule(tf.Module):
     def _predict(self, *texts):
         logits = tf.cast(self.model(self._encode(texts), training=False), tf.float32)
         if not self._label_names:
-            return {"score": tf.reshape(logits, [-1])}
+            low, high = self._score_range  # the head regresses (score − min) / max
+            return {"score": tf.reshape(logits, [-1]) * high + low}
         probabilities = tf.nn.softmax(logits, axis=-1)
         label_id = tf.argmax(probabilities, axis=-1, output_type=tf.int32)
         return {"label": tf.gather(tf.constant(self._label_names), label_id), "label_id": label_id,
@@ -86,11 +88,11 @@ class ServingModule(tf.Module):
 
 
 def export_classifier(model, tokenizer, max_seq_length, output, label_names=None, is_pair=False,
-                      overwrite=False, task=None):
+                      overwrite=False, task=None, score_range=None):
     """Writes the SavedModel (+ electra_serving.json describing its inputs and labels) to `output`."""
     if max_seq_length < (5 if is_pair else 3):
         raise InputError(f"max_seq_length {max_seq_length} leaves no room for text; use a longer one")
-    module = ServingModule(model, tokenizer, max_seq_length, label_names, is_pair)
+    module = ServingModule(model, tokenizer, max_seq_length, label_names, is_pair, score_range)
     serving = module.serve.get_concrete_function()
     info = {"task": task, "label_names": list(label_names or []), "is_pair": bool(is_pair),
             "max_seq_length": int(max_seq_length), "signature": "serving_default",
@@ -115,4 +117,4 @@ def export_finetuned(folder, output, overwrite=False):
                                lower_case=info.do_lower_case)
     label_names = info.label_names if info.kind == "classification" else None
     return export_classifier(model, tokenizer, info.max_seq_length, output, label_names, info.is_pair, overwrite,
-                             task=info.task)
+                             task=info.task, score_range=info.score_range)

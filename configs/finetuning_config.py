@@ -12,6 +12,7 @@ from configs import loading
 from data.errors import InputError
 
 LAYERWISE_VARIANTS = ("original", "intended")
+LOSS_REDUCTIONS = ("sum", "mean")  # the batch's loss: the original's sum of example losses, or their mean
 # Learning rate and layer-wise decay per size (paper, Table 7).
 SIZE_RECIPES = {"small": (3e-4, 0.8), "base": (1e-4, 0.8), "large": (5e-5, 0.9)}
 SQUAD_TASKS = ("squad", "squadv1")
@@ -28,6 +29,7 @@ class FinetuningConfig:
     warmup_proportion: float = 0.1
     lr_decay_power: float = 1.0
     clip_norm: float = 1.0
+    loss_reduction: str = "sum"  # the original sums the examples' losses over the batch; "mean" averages
     train_batch_size: int = 32
     eval_batch_size: int = 32
     num_train_epochs: Optional[float] = None  # None: 3, 10 for RTE or STS alone, 2 for SQuAD
@@ -58,6 +60,9 @@ class FinetuningConfig:
     use_xla: bool = False
 
     def __post_init__(self):
+        if self.loss_reduction not in LOSS_REDUCTIONS:
+            raise InputError(f"fine-tuning config: loss_reduction {self.loss_reduction!r} is not one of "
+                             f"{', '.join(LOSS_REDUCTIONS)}")
         if self.layerwise_lr_variant not in LAYERWISE_VARIANTS:
             raise InputError(f"fine-tuning config: layerwise_lr_variant {self.layerwise_lr_variant!r} is not "
                              f"one of {', '.join(LAYERWISE_VARIANTS)}")

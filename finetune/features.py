@@ -67,6 +67,6 @@ def featurize(task, examples, tokenizer, max_seq_length, training=False, double_
         labels = np.full(len(examples), -1 if task.label_names else np.nan)
         labels = labels.astype(np.int32 if task.label_names else np.float32)
     else:
-        labels = task.label_ids(examples)
+        labels = task.targets(examples)
     return Features([p[0] for p in packed], [p[1] for p in packed], labels[np.array(order, np.int64)],
                     np.array(order, np.int64))

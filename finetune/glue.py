@@ -76,6 +76,9 @@ class GlueTask(Task):
     splits: Tuple[Tuple[str, str], ...] = (("dev", ""),)
     tests: Tuple[str, ...] = ("test",)
     extra_tests: Tuple[ExtraTestSet, ...] = ()  # optional: skipped with a note when absent
+    # Regression: the score range (min, max). The model regresses the original's normalised target
+    # (score − min) / max, and its outputs are mapped back to scores for metrics and submissions.
+    score_range: Tuple[float, float] = (0.0, 1.0)
 
     @property
     def kind(self):
@@ -189,15 +192,27 @@ class GlueTask(Task):
 
     # ------------------------------------------------------------------ labels and scores
     def label_ids(self, examples) -> np.ndarray:
+        """Label ids (classification) or scores (regression), as the metrics compare them."""
         if not self.labels:
             return np.array([e.label for e in examples], np.float32)
         index = {label: i for i, label in enumerate(self.labels)}
         return np.array([index[e.label] for e in examples], np.int32)
 
+    def targets(self, examples) -> np.ndarray:
+        """What the head is trained on: label ids, or the normalised score (score − min) / max."""
+        labels = self.label_ids(examples)
+        if self.labels:
+            return labels
+        low, high = self.score_range
+        return ((labels - low) / high).astype(np.float32)
+
     def predictions(self, outputs) -> np.ndarray:
         """Model outputs [n, num_outputs] → label ids (classification) or scores (regression)."""
         outputs = np.asarray(outputs)
-        return outputs.argmax(-1) if self.labels else outputs.reshape(-1)
+        if self.labels:
+            return outputs.argmax(-1)
+        low, high = self.score_range
+        return outputs.reshape(-1) * high + low
 
     def score(self, examples, outputs, suffix="") -> Dict[str, float]:
         labels, predictions = self.label_ids(examples), self.predictions(outputs)
@@ -210,7 +225,7 @@ class GlueTask(Task):
             constant = np.bincount(train_labels, minlength=len(self.labels)).argmax()
             outputs = np.eye(len(self.labels))[np.full(len(eval_examples), constant)]
         else:
-            outputs = np.full((len(eval_examples), 1), float(np.mean(train_labels)))
+            outputs = np.full((len(eval_examples), 1), float(np.mean(self.targets(train_examples))))
         return self.score(eval_examples, outputs, suffix)
 
     # ------------------------------------------------------------------ submission files
@@ -229,7 +244,7 @@ class GlueTask(Task):
         lines = ["index\tprediction"]
         for example, prediction in zip(examples, predictions):
             if not self.labels:
-                value = f"{min(max(float(prediction), 0.0), 5.0):.3f}"
+                value = f"{min(max(float(prediction), self.score_range[0]), self.score_range[1]):.3f}"
             else:
                 value = self.labels[int(prediction)]
             lines.append(f"{example.guid}\t{value}")
@@ -248,7 +263,8 @@ GLUE_TASKS = [
     GlueTask("mrpc", "MRPC", ("#1 String", "#2 String"), "Quality", BINARY, ACCURACY_F1, "accuracy",
              ("MRPC.tsv",)),
     GlueTask("sts", "STS-B", ("sentence1", "sentence2"), "score", (),
-             (("spearman", metrics.spearman), ("pearson", metrics.pearson)), "spearman", ("STS-B.tsv",)),
+             (("spearman", metrics.spearman), ("pearson", metrics.pearson)), "spearman", ("STS-B.tsv",),
+             score_range=(0.0, 5.0)),
     GlueTask("qqp", "QQP", ("question1", "question2"), "is_duplicate", BINARY, ACCURACY_F1, "accuracy",
              ("QQP.tsv",), id_column="id"),
     GlueTask("mnli", "MNLI", ("sentence1", "sentence2"), "gold_label", ("contradiction", "entailment", "neutral"),

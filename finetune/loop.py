@@ -74,7 +74,8 @@ class Trainer:
             def step(inputs):
                 with tf.GradientTape() as tape:
                     outputs = self.model(inputs, task_name=task.name, training=True)
-                    loss = task_loss(task, outputs, inputs, self.config.answerable_weight)
+                    loss = task_loss(task, outputs, inputs, self.config.answerable_weight,
+                                     self.config.loss_reduction)
                 gradients = tape.gradient(loss, variables)
                 self.optimizer.apply_gradients(zip(gradients, variables))
                 return loss

@@ -1,4 +1,9 @@
-"""Per-task losses of the original, averaged over the batch (keras.ops)."""
+"""Per-task losses of the original, one value per example, and how a batch's values are combined.
+
+The original (run_finetuning.py, FinetuningModel) sums the examples' losses over the batch and clips the
+gradient of that sum (batch size times the mean's) to global norm 1.0, which is where the two differ
+under Adam; `loss_reduction: "mean"` is the usual mean (Hugging Face's) as a named option.
+"""
 from keras import ops
 
 from finetune.tasks import CLASSIFICATION, REGRESSION, SPAN
@@ -10,17 +15,24 @@ def _positions_loss(logits, positions):
     return -ops.sum(one_hot * log_probs, axis=-1)
 
 
-def task_loss(task, outputs, batch, answerable_weight=0.5):
+def example_losses(task, outputs, batch, answerable_weight=0.5):
+    """[batch] losses: cross-entropy, squared error (STS, on the task's normalised targets), or the span
+    head's (start + end) / 2 plus answerable_weight × the answerability cross-entropy."""
     if task.kind == CLASSIFICATION:
         labels = ops.cast(batch["labels"], "int32")
-        return ops.mean(ops.sparse_categorical_crossentropy(labels, outputs, from_logits=True))
+        return ops.sparse_categorical_crossentropy(labels, outputs, from_logits=True)
     if task.kind == REGRESSION:
-        return ops.mean(ops.square(ops.squeeze(outputs, -1) - ops.cast(batch["labels"], "float32")))
+        return ops.square(ops.squeeze(outputs, -1) - ops.cast(batch["labels"], "float32"))
     if task.kind == SPAN:
         losses = (_positions_loss(outputs["start_logits"], batch["start_positions"])
                   + _positions_loss(outputs["end_logits"], batch["end_positions"])) / 2.0
         impossible = ops.cast(batch["is_impossible"], "float32")
-        losses += answerable_weight * ops.binary_crossentropy(impossible, outputs["answerable_logit"],
-                                                              from_logits=True)
-        return ops.mean(losses)
+        return losses + answerable_weight * ops.binary_crossentropy(impossible, outputs["answerable_logit"],
+                                                                    from_logits=True)
     raise ValueError(f"unknown task kind {task.kind!r}")
+
+
+def task_loss(task, outputs, batch, answerable_weight=0.5, reduction="sum"):
+    """The batch's loss: the sum of example_losses (the original's), or their mean."""
+    losses = example_losses(task, outputs, batch, answerable_weight)
+    return ops.sum(losses) if reduction == "sum" else ops.mean(losses)

@@ -33,6 +33,9 @@ class FinetunedInfo:
     model_config: dict
     head: dict
     metrics: dict
+    # Regression: (min, max) of the scores; the head outputs (score − min) / max. None: raw scores (and
+    # every folder written before targets were normalised).
+    score_range: Optional[List[float]] = None
 
 
 def model_folder_name(task_name, trial):
@@ -73,6 +76,7 @@ def save_finetuned_model(folder, encoder, head, task, config, pretrained, metric
         "sp_model": vocab_source.name if pretrained.sp_model else None,
         "do_lower_case": pretrained.do_lower_case, "model_config": pretrained.model_config.to_dict(),
         "head": head_config, "metrics": metrics or {}, "pretrained_checkpoint": str(pretrained.checkpoint),
+        "score_range": list(task.score_range) if task.kind == "regression" else None,
     }
     (temp / INFO_FILE).write_text(json.dumps(info, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     set_aside(folder)
@@ -98,15 +102,15 @@ def read_info(folder) -> FinetunedInfo:
             do_lower_case=bool(values["do_lower_case"]),
             sp_model=str(folder.resolve() / values["sp_model"]) if values.get("sp_model") else None,
             model_config=dict(values["model_config"]), head=dict(values["head"]),
-            metrics=dict(values.get("metrics", {})))
+            metrics=dict(values.get("metrics", {})), score_range=values.get("score_range"))
     except KeyError as error:
         raise InputError(f"{path}: lacks the key {error}; re-run the fine-tuning that wrote it") from None
 
 
 def load_finetuned_model(folder):
     """Returns (keras_model, info): keras_model maps {"input_ids", "input_mask", "segment_ids"} (int32
-    [batch, seq]) to the head's output: logits [batch, num_labels] (STS: [batch, 1]); for SQuAD the span
-    head's beam dict."""
+    [batch, seq]) to the head's output: logits [batch, num_labels] (STS: [batch, 1], the normalised score:
+    score = output × max + min with info.score_range); for SQuAD the span head's beam dict."""
     from finetune.heads import ClassificationHead, SpanHead
     from finetune.model import SingleTaskModel
     from finetune.pretrained import build_encoder, restore_by_path

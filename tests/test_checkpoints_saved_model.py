@@ -160,8 +160,10 @@ def test_finetuned_regression_pair_through_the_cli(tmp_path, shared_data, tokeni
     texts_a = first + ["", long_text, "a short one", long_text]  # empty; longer than max_seq_length
     texts_b = second + ["", "a short one", long_text, long_text]
     served = load_and_serve(output, texts_a, texts_b)
-    model, _ = load_finetuned_model(folder)
-    expected = np.asarray(model(reference_inputs(tokenizer, texts_a, texts_b)))[:, 0]
+    model, info = load_finetuned_model(folder)
+    assert info.score_range == [0.0, 5.0]
+    # the head regresses the original's normalised target score / 5; the SavedModel serves the score
+    expected = np.asarray(model(reference_inputs(tokenizer, texts_a, texts_b)))[:, 0] * 5.0
     np.testing.assert_allclose(served["score"], expected, atol=1e-5)
     assert len(set(np.round(expected, 4))) > len(expected) // 2  # the inputs differ in effect
 
