@@ -14,7 +14,9 @@ Stages, each skipped when its output is complete, so the same command continues 
   2. pretraining  <work>/data/models/{electra,mlm}/ (run_pretraining.py resumes from its last checkpoint)
   3. fine-tuning  <work>/data/models/<arm>_step<N>/results/<task>_results.json, one folder per checkpoint,
                   on the shared GLUE files (<shared-data>/glue)
-                  (a task whose results file says "complete" is not run again)
+                  (a task whose results file says "complete" is not run again); last, the same for
+                  <work>/data/models/random_init: the encoder with no pretraining at all (step 0, seed 0),
+                  the floor that pretraining has to beat
   4. summary      <work>/summary.json, <work>/summary.md and the figures <work>/dev_score_vs_flops.png and
                   <work>/pretraining_curves.png, rewritten after every fine-tuning run
 
@@ -40,6 +42,7 @@ from configs.pretraining_config import PretrainingConfig  # noqa: E402
 from finetune.tasks import get_task  # noqa: E402
 
 ARMS = ("electra", "mlm")
+CONTROL = "random_init"  # the no-pretraining control: the ELECTRA arm's model folder at step 0
 # The study's encoder: hidden 128, 4 layers, embedding 128 (issue 6's "small model shape"); the
 # generator a quarter of the discriminator's width, as the paper found best.
 MODEL = {"model_size": "electra_small",
@@ -163,6 +166,24 @@ def budget_folder(plan, arm, step):
     return folder
 
 
+def control_folder(plan):
+    """A model folder with the study's discriminator at random initialisation (keras seed 0)."""
+    folder = plan.data_dir / "models" / CONTROL
+    if (folder / "checkpoint").is_file():
+        return folder
+    import keras
+
+    from checkpoints.model_folder import write_model_folder
+    from pretrain.builder import build_pretrainer
+
+    keras.utils.set_random_seed(0)
+    config = PretrainingConfig.create({**plan.arm_hparams("electra"), "model_name": CONTROL,
+                                       "data_dir": str(plan.data_dir)})
+    write_model_folder(folder, config, build_pretrainer(config),
+                       plan.shared_data / "vocab" / "bert-base-uncased-vocab.txt", step=0, overwrite=True)
+    return folder
+
+
 def results_file(folder, task):
     return folder / "results" / f"{task}_results.json"
 
@@ -172,8 +193,7 @@ def finetuned(folder, task):
     return path.is_file() and json.loads(path.read_text()).get("complete", False)
 
 
-def finetune(plan, arm, step, task):
-    folder = budget_folder(plan, arm, step)
+def finetune(plan, folder, task, log_name):
     if finetuned(folder, task):
         return
     hparams = {"save_finetuned_models": False}
@@ -181,8 +201,8 @@ def finetune(plan, arm, step, task):
         hparams["max_train_steps"] = plan.finetune_max_steps
     run(["run_finetuning.py", "--model-name", folder.name, "--data-dir", plan.data_dir, "--task", task,
          "--finetuning-data-dir", plan.shared_data / "glue", "--num-trials", plan.seeds,
-         "--hparams", json.dumps(hparams)], plan.work_dir / f"finetune_{arm}.log",
-        f"finetune {arm}_step{step} {task}")
+         "--hparams", json.dumps(hparams)], plan.work_dir / f"finetune_{log_name}.log",
+        f"finetune {folder.name} {task}")
 
 
 def collect(plan):
@@ -194,24 +214,28 @@ def collect(plan):
                         "finetune_max_steps": plan.finetune_max_steps},
                "arms": {}}
     for arm in ARMS:
-        rows = []
-        for step in plan.checkpoint_steps(arm):
-            folder = plan.data_dir / "models" / f"{arm}_step{step}"
-            scores, baselines, spread = {}, {}, {}
-            for task in plan.tasks:
-                if finetuned(folder, task):
-                    result = json.loads(results_file(folder, task).read_text())
-                    metric = result["primary_metric"]
-                    scores[task] = result["summary"][metric]["median"]
-                    spread[task] = result["summary"][metric]["std"]
-                    baselines[task] = result["majority_baseline"].get(metric)
-            row = {"step": step, "flops": step * plan.flops_per_step(arm), "scores": scores, "std": spread,
-                   "majority_baseline": baselines}
-            if len(scores) == len(plan.tasks):
-                row["average"] = sum(scores.values()) / len(scores)
-            rows.append(row)
-        summary["arms"][arm] = rows
+        summary["arms"][arm] = [
+            {"step": step, "flops": step * plan.flops_per_step(arm),
+             **finished_scores(plan, plan.data_dir / "models" / f"{arm}_step{step}")}
+            for step in plan.checkpoint_steps(arm)]
+    summary["control"] = {"step": 0, "flops": 0, **finished_scores(plan, plan.data_dir / "models" / CONTROL)}
     return summary
+
+
+def finished_scores(plan, folder):
+    """{scores, std, majority_baseline: {task: value}, average (when every task is done)} of a folder."""
+    scores, baselines, spread = {}, {}, {}
+    for task in plan.tasks:
+        if finetuned(folder, task):
+            result = json.loads(results_file(folder, task).read_text())
+            metric = result["primary_metric"]
+            scores[task] = result["summary"][metric]["median"]
+            spread[task] = result["summary"][metric]["std"]
+            baselines[task] = result["majority_baseline"].get(metric)
+    row = {"scores": scores, "std": spread, "majority_baseline": baselines}
+    if len(scores) == len(plan.tasks):
+        row["average"] = sum(scores.values()) / len(scores)
+    return row
 
 
 def markdown(summary, tasks):
@@ -219,14 +243,16 @@ def markdown(summary, tasks):
     lines = ["| objective | step | pretraining FLOPs | " + " | ".join(headings) + " | average |",
              "|---" * (len(tasks) + 4) + "|"]
     baseline_row = None
-    for arm, rows in summary["arms"].items():
-        for row in rows:
-            cells = [f"{row['scores'][t]:.1f} ± {row['std'][t]:.1f}" if t in row["scores"] else "…" for t in tasks]
-            average = f"{row['average']:.1f}" if "average" in row else "…"
-            lines.append(f"| {'ELECTRA (RTD)' if arm == 'electra' else 'MLM only'} | {row['step']} | "
-                         f"{row['flops']:.2e} | " + " | ".join(cells) + f" | {average} |")
-            if len(row["majority_baseline"]) == len(tasks):
-                baseline_row = row["majority_baseline"]
+    labelled = [("ELECTRA (RTD)" if arm == "electra" else "MLM only", row)
+                for arm, rows in summary["arms"].items() for row in rows]
+    if "control" in summary:
+        labelled.append(("no pretraining", summary["control"]))
+    for label, row in labelled:
+        cells = [f"{row['scores'][t]:.1f} ± {row['std'][t]:.1f}" if t in row["scores"] else "…" for t in tasks]
+        average = f"{row['average']:.1f}" if "average" in row else "…"
+        lines.append(f"| {label} | {row['step']} | {row['flops']:.2e} | " + " | ".join(cells) + f" | {average} |")
+        if len(row["majority_baseline"]) == len(tasks):
+            baseline_row = row["majority_baseline"]
     if baseline_row:
         values = [baseline_row[t] or 0.0 for t in tasks]
         lines.append("| majority class | | | " + " | ".join(f"{v:.1f}" for v in values)
@@ -279,6 +305,8 @@ def figures(plan, summary):
         done = [r for r in rows if "average" in r]
         if done:
             ax.plot([r["flops"] for r in done], [r["average"] for r in done], marker="o", label=labels[arm])
+    if "average" in summary.get("control", {}):
+        ax.axhline(summary["control"]["average"], color="gray", linestyle="--", label="no pretraining")
     ax.set_xscale("log")
     ax.set_xlabel("pretraining FLOPs")
     ax.set_ylabel(f"average dev score ({', '.join(plan.tasks)})")
@@ -341,10 +369,13 @@ def main(argv=None):
         pretrain(plan, arm)
     for budget in range(plan.budgets):
         for arm in ARMS:
-            step = plan.checkpoint_steps(arm)[budget]
+            folder = budget_folder(plan, arm, plan.checkpoint_steps(arm)[budget])
             for task in plan.tasks:
-                finetune(plan, arm, step, task)
+                finetune(plan, folder, task, arm)
                 write_summary(plan)
+    for task in plan.tasks:
+        finetune(plan, control_folder(plan), task, CONTROL)
+        write_summary(plan)
     write_summary(plan)
     log(f"done: {plan.work_dir / 'summary.md'}")
 

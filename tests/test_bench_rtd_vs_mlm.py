@@ -78,6 +78,31 @@ def test_the_summary_counts_only_finished_cells(tmp_path):
     assert "| ELECTRA (RTD) | 300 |" in table and "| 20.0 ± 1.0 | 60.0 ± 1.0 | 40.0 |" in table
     assert "| 10.0 ± 1.0 | … | … |" in table
     assert "| majority class | | | 50.0 | 50.0 | 50.0 |" in table
+    assert "| no pretraining | 0 | 0.00e+00 | … | … | … |" in table
+
+    control = models / rtd_vs_mlm.CONTROL
+    write_result(control, "cola", 5.0)
+    write_result(control, "rte", 53.0)
+    summary = rtd_vs_mlm.collect(plan)
+    assert summary["control"]["flops"] == 0 and summary["control"]["average"] == 29.0
+    assert "| no pretraining | 0 | 0.00e+00 | 5.0 ± 1.0 | 53.0 ± 1.0 | 29.0 |" in rtd_vs_mlm.markdown(summary, plan.tasks)
+
+
+def test_the_control_is_the_studys_discriminator_untrained(tmp_path):
+    """random_init: the ELECTRA arm's config at step 0, readable by fine-tuning, written once."""
+    from finetune.pretrained import read_model_folder
+
+    vocab = tmp_path / "shared" / "vocab" / "bert-base-uncased-vocab.txt"
+    vocab.parent.mkdir(parents=True)
+    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(60)]) + "\n")
+    plan = plan_in(tmp_path)
+    plan.model["model_hparam_overrides"] = {**plan.model["model_hparam_overrides"], "vocab_size": 65}
+    folder = rtd_vs_mlm.control_folder(plan)
+    pretrained = read_model_folder(folder)
+    assert pretrained.checkpoint.endswith("ckpt-0")
+    assert pretrained.model_config.hidden_size == 128 and pretrained.model_config.num_layers == 4
+    stamp = (folder / "checkpoint").stat().st_mtime_ns
+    assert rtd_vs_mlm.control_folder(plan) == folder and (folder / "checkpoint").stat().st_mtime_ns == stamp
 
 
 def test_stage_timings_add_up_across_restarts_and_per_arm(tmp_path):
