@@ -85,7 +85,9 @@ def build(args):
     return config, model, optimizer
 
 
-def make_train_step(model, optimizer):
+def make_step_fn(model, optimizer):
+    """The un-jitted update: (state, batch) → (state, loss, stats), state = (trainable, non-trainable,
+    optimizer variables) as lists of arrays. bench/pretrain_jax.py wraps it in its own jit."""
     import jax
     import keras
 
@@ -108,7 +110,13 @@ def make_train_step(model, optimizer):
         trainable, optimizer_vars = optimizer.stateless_apply(optimizer_vars, grads, trainable)
         return (trainable, non_trainable, optimizer_vars), loss, stats
 
-    return jax.jit(train_step, donate_argnums=(0,))
+    return train_step
+
+
+def make_train_step(model, optimizer):
+    import jax
+
+    return jax.jit(make_step_fn(model, optimizer), donate_argnums=(0,))
 
 
 def main(argv=None):

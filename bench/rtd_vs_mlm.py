@@ -135,16 +135,166 @@ def build_dataset(plan):
          "--max-seq-length", "128", "--num-processes", "2", "--overwrite"], plan.work_dir / "build.log", "dataset")
 
 
-def pretrain(plan, arm):
+def pretraining_hparams(plan, arm):
+    """The arm's run_pretraining.py --hparams: the study's settings, its step count, warmup 10%."""
     steps = plan.steps(arm)
-    hparams = {**plan.arm_hparams(arm), "num_train_steps": steps,
-               "num_warmup_steps": max(1, steps // 10), "save_checkpoints_steps": steps // plan.budgets,
-               "eval_every_steps": steps // plan.budgets}
+    return {**plan.arm_hparams(arm), "num_train_steps": steps,
+            "num_warmup_steps": max(1, steps // 10), "save_checkpoints_steps": steps // plan.budgets,
+            "eval_every_steps": steps // plan.budgets}
+
+
+def pretrain(plan, arm):
     folder = plan.data_dir / "models" / arm
     if all((folder / f"ckpt-{s}.index").is_file() for s in plan.checkpoint_steps(arm)):
         return
     run(["run_pretraining.py", "--model-name", arm, "--data-dir", plan.data_dir, "--hparams",
-         json.dumps(hparams)], plan.work_dir / f"pretrain_{arm}.log", f"pretrain {arm}")
+         json.dumps(pretraining_hparams(plan, arm))], plan.work_dir / f"pretrain_{arm}.log", f"pretrain {arm}")
+
+
+# ---------------------------------------------------------------- pretraining on an accelerator
+EVALS_PER_RUN = 30  # held-out evaluations along each device run (the curves' resolution)
+DEVICE_LOG_EVERY = 100
+
+
+def resolved_config(plan, arm):
+    """The arm's config exactly as run_pretraining.py resolves it (size, --hparams, the dataset)."""
+    from training import run_config
+
+    config, overrides = run_config.resolve_config(arm, json.dumps(pretraining_hparams(plan, arm)), plan.data_dir)
+    dataset_dir, metadata = run_config.load_dataset(config)
+    config = run_config.apply_dataset(config, overrides, metadata, dataset_dir)
+    return config, dataset_dir, metadata
+
+
+def read_examples(files, max_seq_length, limit=None):
+    """{input_ids, input_mask, segment_ids} NumPy arrays of the shards' examples, in file order."""
+    import numpy as np
+    import tensorflow as tf
+
+    from data import tfrecords
+
+    spec = tfrecords.feature_spec(max_seq_length)
+    dataset = tf.data.TFRecordDataset(files).map(lambda record: tf.io.parse_single_example(record, spec))
+    if limit:
+        dataset = dataset.take(limit)
+    parts = {name: [] for name in spec}
+    for batch in dataset.batch(4096):
+        for name in spec:
+            parts[name].append(batch[name].numpy())
+    return {name: np.concatenate(chunks) for name, chunks in parts.items()}
+
+
+def export_for_device(plan, out_dir):
+    """What bench/pretrain_jax.py needs on a machine without TensorFlow: each arm's resolved config,
+    the training and held-out examples as compact arrays, and the study's steps (study.json, last)."""
+    import numpy as np
+
+    from bench import pretrain_jax
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    study = {"log_every": DEVICE_LOG_EVERY, "eval_every": {}, "arms": {}}
+    for arm in ARMS:
+        config, dataset_dir, metadata = resolved_config(plan, arm)
+        config.save(out_dir / f"config_{arm}.json")
+        study["arms"][arm] = {"config_file": f"config_{arm}.json", "num_train_steps": config.num_train_steps,
+                              "checkpoint_steps": plan.checkpoint_steps(arm)}
+        study["eval_every"][arm] = max(1, config.num_train_steps // EVALS_PER_RUN)
+    from training import run_config
+
+    train_files, eval_files = run_config.split_shards(config, dataset_dir, metadata)
+    eval_count = config.eval_batch_size * config.num_eval_steps
+    for name, files, limit in ((pretrain_jax.TRAIN_ARRAYS, train_files, None),
+                               (pretrain_jax.EVAL_ARRAYS, eval_files, eval_count)):
+        examples = read_examples(files, config.max_seq_length, limit)
+        packed = pretrain_jax.pack_examples(examples["input_ids"], examples["input_mask"], examples["segment_ids"])
+        np.savez_compressed(out_dir / name, **packed)
+        log(f"{name}: {len(packed['input_ids'])} examples from {len(files)} shard(s), "
+            f"{(out_dir / name).stat().st_size / 1e6:.1f} MB")
+    study["eval_examples"] = eval_count
+    (out_dir / pretrain_jax.STUDY_FILE).write_text(json.dumps(study, indent=2))
+    log(f"wrote {out_dir}: run bench/pretrain_jax.py --study {out_dir} --arm <arm> on the accelerator")
+
+
+def import_device_run(plan, arm, results_dir):
+    """Model folders <arm>_step<N> from bench/pretrain_jax.py's weights, and the run's curves as
+    TensorBoard logs under models/<arm>/logs (what the figures read)."""
+    import numpy as np
+
+    from bench import pretrain_jax
+    from data.errors import InputError
+
+    source = results_dir / arm
+    run_file = source / pretrain_jax.RUN_FILE
+    if not run_file.is_file():
+        raise InputError(f"{run_file}: missing, so the device run of {arm} did not finish; run "
+                         "bench/pretrain_jax.py for it again")
+    device_run = json.loads(run_file.read_text())
+    config, _, _ = resolved_config(plan, arm)
+    if device_run["config"] != config.to_dict():
+        raise InputError(f"{run_file}: trained with another config than this study's {arm} arm; export the "
+                         "study again with the same flags and rerun the device runs")
+    vocab_file = plan.shared_data / "vocab" / "bert-base-uncased-vocab.txt"
+    for step in plan.checkpoint_steps(arm):
+        folder = plan.data_dir / "models" / f"{arm}_step{step}"
+        if (folder / "checkpoint").is_file():
+            continue
+        with np.load(source / pretrain_jax.weights_file(step)) as weights:
+            pretrainer = pretrainer_with_weights(config, weights, source / pretrain_jax.weights_file(step))
+        write_model_folder_for(folder, config, pretrainer, vocab_file, step)
+        log(f"imported {folder.name}")
+    curves_folder = plan.data_dir / "models" / arm
+    if not (curves_folder / pretrain_jax.RUN_FILE).is_file():
+        write_curves(source / pretrain_jax.METRICS_FILE, curves_folder / "logs")
+        shutil.copyfile(source / pretrain_jax.METRICS_FILE, curves_folder / pretrain_jax.METRICS_FILE)
+        shutil.copyfile(run_file, curves_folder / pretrain_jax.RUN_FILE)  # last: the import is complete
+        add_timing(plan.work_dir, f"pretrain {arm} (device)", device_run["wall_clock_seconds"])
+
+
+def pretrainer_with_weights(config, weights, path):
+    """The config's pretrainer (TensorFlow backend) holding the weights saved by bench/pretrain_jax.py."""
+    import keras
+
+    from data.errors import InputError
+    from pretrain.builder import build_pretrainer
+
+    keras.mixed_precision.set_dtype_policy(config.mixed_precision)
+    pretrainer = build_pretrainer(config)
+    variables = {variable.path: variable for variable in pretrainer.weights}
+    if set(variables) != set(weights.files):
+        missing, extra = sorted(set(variables) - set(weights.files)), sorted(set(weights.files) - set(variables))
+        raise InputError(f"{path}: its weights do not match the study's model (missing {missing[:3]}, "
+                         f"unexpected {extra[:3]}); rerun the device run with this study's export")
+    for name, variable in variables.items():
+        value = weights[name]
+        if tuple(value.shape) != tuple(variable.shape):
+            raise InputError(f"{path}: {name} has shape {value.shape}, the model {variable.shape}; rerun the "
+                             "device run with this study's export")
+        variable.assign(value.astype(variable.dtype))
+    return pretrainer
+
+
+def write_model_folder_for(folder, config, pretrainer, vocab_file, step):
+    import dataclasses
+
+    from checkpoints.model_folder import write_model_folder
+
+    config = dataclasses.replace(config, model_name=folder.name)
+    write_model_folder(folder, config, pretrainer, vocab_file, step=step, overwrite=True)
+
+
+def write_curves(metrics_file, logs_dir):
+    """bench/pretrain_jax.py's metrics.jsonl → TensorBoard scalars in logs/train and logs/eval."""
+    import tensorflow as tf
+
+    records = [json.loads(line) for line in metrics_file.read_text().splitlines() if line.strip()]
+    for split in ("train", "eval"):
+        writer = tf.summary.create_file_writer(str(logs_dir / split))
+        with writer.as_default():
+            for record in (r for r in records if r["split"] == split):
+                for name, value in record.items():
+                    if name not in ("split", "step"):
+                        tf.summary.scalar(name, value, step=record["step"])
+        writer.close()
 
 
 def budget_folder(plan, arm, step):
@@ -353,6 +503,12 @@ def main(argv=None):
                         help="cap each fine-tuning run's updates (0: the full recipe's epochs)")
     parser.add_argument("--hparams", default="{}",
                         help="JSON overrides of the study's pretraining hparams (a smaller model for a trial run)")
+    parser.add_argument("--device-export", type=pathlib.Path, default=None,
+                        help="build the dataset, write what bench/pretrain_jax.py needs to pretrain both arms "
+                             "on an accelerator without TensorFlow into this folder, and stop")
+    parser.add_argument("--device-results", type=pathlib.Path, default=None,
+                        help="the folder holding bench/pretrain_jax.py's <arm>/ outputs: import them instead "
+                             "of running run_pretraining.py, then fine-tune as usual")
     args = parser.parse_args(argv)
     tasks = args.tasks.split(",")
     for task in tasks:
@@ -365,8 +521,14 @@ def main(argv=None):
         f"{plan.flops_per_step('electra'):.3e} vs {plan.flops_per_step('mlm'):.3e} per step); checkpoints "
         f"{plan.checkpoint_steps('electra')} / {plan.checkpoint_steps('mlm')}")
     build_dataset(plan)
+    if args.device_export:
+        export_for_device(plan, args.device_export.resolve())
+        return
     for arm in ARMS:
-        pretrain(plan, arm)
+        if args.device_results:
+            import_device_run(plan, arm, args.device_results.resolve())
+        else:
+            pretrain(plan, arm)
     for budget in range(plan.budgets):
         for arm in ARMS:
             folder = budget_folder(plan, arm, plan.checkpoint_steps(arm)[budget])

@@ -1,6 +1,7 @@
 """bench/rtd_vs_mlm.py: equal-FLOP budgets, per-checkpoint model folders, and the summary of what finished."""
 import json
 
+import pytest
 import tensorflow as tf
 
 from bench import rtd_vs_mlm
@@ -127,3 +128,75 @@ def test_a_resumed_runs_curves_keep_the_last_write_of_each_step(tmp_path):
             path.rename(train / f"{path.name}.{run}")
     curves = rtd_vs_mlm.training_curves(tmp_path)
     assert curves["disc_loss"] == [(100, 9.0), (200, 8.5), (300, 6.0)]
+
+
+def test_the_device_path_trains_under_jax_and_imports_readable_budget_folders(tmp_path):
+    """--device-export → bench/pretrain_jax.py (JAX, no TensorFlow) → --device-results: each checkpoint
+    becomes a model folder fine-tuning reads, holding exactly the weights the device run saved."""
+    import os
+    import subprocess
+    import sys
+
+    import numpy as np
+
+    from bench import pretrain_jax
+    from checkpoints.model_folder import load_model_folder
+    from finetune.pretrained import read_model_folder
+    from tests.helpers import MICRO_MODEL, build_tiny_dataset
+
+    plan = plan_in(tmp_path / "work", electra_steps=6, budgets=2, tasks=["rte"])
+    build_tiny_dataset(plan.data_dir, max_seq_length=32, num_shards=2)
+    vocab = plan.shared_data / "vocab" / "bert-base-uncased-vocab.txt"  # the study reads the shared vocab
+    vocab.parent.mkdir(parents=True)
+    vocab.write_text((plan.data_dir / "vocab.txt").read_text())
+    plan.model["model_hparam_overrides"] = dict(MICRO_MODEL)
+    plan.pretraining.update(train_batch_size=4, eval_batch_size=4, num_eval_steps=2)
+    export = tmp_path / "export"
+    rtd_vs_mlm.export_for_device(plan, export)
+    study = json.loads((export / pretrain_jax.STUDY_FILE).read_text())
+    assert study["arms"]["mlm"]["checkpoint_steps"] == plan.checkpoint_steps("mlm")
+
+    results = tmp_path / "results"
+    env = dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu", PYTHONPATH=str(rtd_vs_mlm.REPO))
+    # TensorFlow made unimportable, as on the accelerator machines: any use of it fails the run.
+    script = ("import sys; sys.modules['tensorflow'] = None; from bench import pretrain_jax\n"
+              "for arm in ('electra', 'mlm'):\n"
+              f"    pretrain_jax.main(['--study', {str(export)!r}, '--arm', arm, '--out', {str(results)!r} + '/' + arm])")
+    completed = subprocess.run([sys.executable, "-c", script], cwd=rtd_vs_mlm.REPO, env=env, capture_output=True,
+                               text=True, timeout=300)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+
+    for arm in rtd_vs_mlm.ARMS:
+        rtd_vs_mlm.import_device_run(plan, arm, results)
+        records = [json.loads(line) for line in (results / arm / pretrain_jax.METRICS_FILE).read_text().splitlines()]
+        assert {r["split"] for r in records} == {"train", "eval"}
+        assert all(np.isfinite(r["masked_lm_loss"]) for r in records)
+        assert ("disc_auc" in records[-1]) == (arm == "electra")
+        for step in plan.checkpoint_steps(arm):
+            folder = plan.data_dir / "models" / f"{arm}_step{step}"
+            assert read_model_folder(folder).checkpoint.endswith(f"ckpt-{step}")  # what fine-tuning reads
+            loaded = load_model_folder(folder)
+            saved = np.load(results / arm / pretrain_jax.weights_file(step))
+            assert loaded.step == step and sorted(v.path for v in loaded.pretrainer.weights) == sorted(saved.files)
+            for variable in loaded.pretrainer.weights:
+                np.testing.assert_array_equal(variable.numpy(), saved[variable.path].astype(variable.dtype))
+        curves = rtd_vs_mlm.training_curves(plan.data_dir / "models" / arm)
+        assert [s for s, _ in curves["masked_lm_loss"]] == [r["step"] for r in records if r["split"] == "train"]
+    first, last = (np.load(results / "electra" / pretrain_jax.weights_file(s)) for s in plan.checkpoint_steps("electra"))
+    table = "electra/embeddings/word_embeddings"
+    assert not np.array_equal(first[table], last[table])  # it trained in between
+
+
+def test_packed_examples_round_trip():
+    import numpy as np
+
+    from bench.pretrain_jax import pack_examples, unpack_examples
+
+    ids = np.array([[101, 7, 8, 102, 9, 102, 0, 0], [101, 5, 102, 0, 0, 0, 0, 0]])
+    mask = (ids > 0).astype("int64")
+    segments = np.array([[0, 0, 0, 0, 1, 1, 0, 0], [0] * 8])
+    unpacked = unpack_examples(pack_examples(ids, mask, segments))
+    for name, expected in (("input_ids", ids), ("input_mask", mask), ("segment_ids", segments)):
+        np.testing.assert_array_equal(unpacked[name], expected)
+    with pytest.raises(ValueError, match="one run of 1s"):
+        pack_examples(ids, mask, np.array([[0, 1, 0, 0, 1, 1, 0, 0], [0] * 8]))
