@@ -197,11 +197,16 @@ def main(argv=None):
     log(f"{num_train} training examples, {len(eval_batches)} held-out batches of {config.eval_batch_size}")
 
     train, evaluate, zero_stats = make_functions(model, optimizer)
-    state = ([v.value for v in model.trainable_variables], [v.value for v in model.non_trainable_variables],
-             [v.value for v in optimizer.variables])
-    eval_state0 = [jax.numpy.array(v.value) for v in model.non_trainable_variables]  # the same masks each time
+    # Everything committed to the device up front: the jitted functions' outputs are, and inputs placed
+    # otherwise would make the second call compile again (seen: the compile time twice over).
+    state = jax.device_put(([v.value for v in model.trainable_variables],
+                            [v.value for v in model.non_trainable_variables],
+                            [v.value for v in optimizer.variables]), device)
+    # The same masks at every evaluation; copies, since the training state's buffers are donated.
+    eval_state0 = jax.device_put([jax.numpy.array(v.value, copy=True) for v in model.non_trainable_variables],
+                                 device)
     batches = Batches(num_train, config.train_batch_size, config.seed)
-    stats_sum = zero_stats(state, train_examples, jax.device_put(batches.next(), device))
+    stats_sum = jax.device_put(zero_stats(state, train_examples, jax.device_put(batches.next(), device)), device)
     batches = Batches(num_train, config.train_batch_size, config.seed)  # that draw does not count
     log_every, eval_every = study["log_every"], study["eval_every"][args.arm]
     metrics_path = args.out / METRICS_FILE
