@@ -509,6 +509,9 @@ def main(argv=None):
     parser.add_argument("--device-results", type=pathlib.Path, default=None,
                         help="the folder holding bench/pretrain_jax.py's <arm>/ outputs: import them instead "
                              "of running run_pretraining.py, then fine-tune as usual")
+    parser.add_argument("--control-only", action="store_true",
+                        help="fine-tune only the no-pretraining control (it needs no pretraining, so it can run "
+                             "here while the arms pretrain on an accelerator) and stop")
     args = parser.parse_args(argv)
     tasks = args.tasks.split(",")
     for task in tasks:
@@ -520,6 +523,12 @@ def main(argv=None):
     log(f"ELECTRA {plan.steps('electra')} steps, MLM {plan.steps('mlm')} steps (equal FLOPs: "
         f"{plan.flops_per_step('electra'):.3e} vs {plan.flops_per_step('mlm'):.3e} per step); checkpoints "
         f"{plan.checkpoint_steps('electra')} / {plan.checkpoint_steps('mlm')}")
+    if args.control_only:
+        for task in plan.tasks:
+            finetune(plan, control_folder(plan), task, CONTROL)
+            write_summary(plan)
+        log(f"control done: {plan.work_dir / 'summary.md'}")
+        return
     build_dataset(plan)
     if args.device_export:
         export_for_device(plan, args.device_export.resolve())

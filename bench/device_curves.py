@@ -1,0 +1,97 @@
+"""Pretraining curves of bench/pretrain_jax.py runs: a figure and a table of the held-out evaluations.
+
+    python bench/device_curves.py docs/data/h100_probe --out docs/h100_probe_curves.png --every 500
+
+RUNS_DIR holds one folder per arm (electra/, mlm/), each with the metrics.jsonl and run.json that
+bench/pretrain_jax.py wrote. The figure plots the held-out evaluations (solid) and the training windows
+(faint) of every metric of rtd_vs_mlm.CURVES against step; the table (printed, Markdown) lists the
+first held-out evaluation at or after every multiple of --every steps, and the last.
+"""
+import argparse
+import json
+import pathlib
+import sys
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from bench.pretrain_jax import METRICS_FILE, RUN_FILE  # noqa: E402
+from bench.rtd_vs_mlm import ARMS, CURVES  # noqa: E402
+
+LABELS = {"electra": "ELECTRA (replaced-token detection)", "mlm": "MLM only (BERT objective)"}
+
+
+def read_runs(runs_dir):
+    """{arm: {"run": run.json, "train": [records], "eval": [records]}} for the arms present."""
+    runs = {}
+    for arm in ARMS:
+        folder = runs_dir / arm
+        if not (folder / METRICS_FILE).is_file():
+            continue
+        records = [json.loads(line) for line in (folder / METRICS_FILE).read_text().splitlines() if line.strip()]
+        run = json.loads((folder / RUN_FILE).read_text()) if (folder / RUN_FILE).is_file() else {}
+        runs[arm] = {"run": run, **{split: [r for r in records if r["split"] == split] for split in ("train", "eval")}}
+    return runs
+
+
+def table(runs, every):
+    lines = ["| objective | step | " + " | ".join(CURVES) + " |", "|---|---|" + "---|" * len(CURVES)]
+    for arm, run in runs.items():
+        chosen, next_multiple = [], every
+        for position, record in enumerate(run["eval"]):  # the first evaluation at or after each multiple
+            if record["step"] >= next_multiple or position == len(run["eval"]) - 1:
+                chosen.append(record)
+                next_multiple = (record["step"] // every + 1) * every
+        for record in chosen:
+            cells = [f"{record[name]:.3f}" if name in record else "—" for name in CURVES]
+            lines.append(f"| {arm} | {record['step']} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def figure(runs, out):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(2, 3, figsize=(12, 6))
+    for index, (arm, run) in enumerate(runs.items()):
+        color = f"C{index}"
+        for ax, name in zip(axes.flat, CURVES):
+            for split, style in (("train", {"alpha": 0.3, "linewidth": 0.8}), ("eval", {"linewidth": 1.6})):
+                points = [(r["step"], r[name]) for r in run[split] if name in r]
+                if points:
+                    steps, values = zip(*points)
+                    label = f"{LABELS[arm]}, {'held-out' if split == 'eval' else 'training'}"
+                    ax.plot(steps, values, color=color, label=label, **style)
+            ax.set_title(name)
+            ax.set_xlabel("step")
+    axes.flat[0].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(out, dpi=120)
+    plt.close(fig)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("runs_dir", type=pathlib.Path)
+    parser.add_argument("--out", type=pathlib.Path, required=True, help="the PNG to write")
+    parser.add_argument("--every", type=int, default=500, help="table rows: the first held-out evaluation at or after each multiple")
+    args = parser.parse_args(argv)
+    runs = read_runs(args.runs_dir)
+    if not runs:
+        sys.exit(f"error: {args.runs_dir}: no <arm>/{METRICS_FILE}; pass the folder bench/pretrain_jax.py "
+                 "wrote its arms into")
+    for arm, run in runs.items():
+        info = run["run"]
+        print(f"{arm}: {info.get('num_train_steps')} steps on {info.get('device')}, "
+              f"{info.get('steps_per_second')} steps/s after a {info.get('compile_seconds')} s first step, "
+              f"{info.get('wall_clock_seconds')} s in all")
+    print(table(runs, args.every))
+    figure(runs, args.out)
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
