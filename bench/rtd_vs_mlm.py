@@ -22,6 +22,14 @@ Stages, each skipped when its output is complete, so the same command continues 
 
 <work>/timings.json adds up the wall-clock seconds of every stage the script ran (across restarts; a run
 cut off by a stop is not counted, its rerun is).
+
+Pretraining on an accelerator without TensorFlow (JAX only), the rest here:
+  --device-export DIR    stage 1, then each arm's resolved config and the examples as arrays into DIR; stop
+                         (on the accelerator: bench/pretrain_jax.py --study DIR --arm <arm> --out OUT/<arm>)
+  --device-results OUT   stage 2 imports OUT/<arm>/weights-<step>.npz as the budget folders and its
+                         metrics as TensorBoard logs, instead of running run_pretraining.py
+  --control-only         only the no-pretraining control's fine-tuning (it needs no pretraining)
+The same flags (--electra-steps, --budgets, --hparams) must be given to every call of one study.
 """
 import argparse
 import dataclasses
@@ -39,6 +47,7 @@ if str(REPO) not in sys.path:
 
 from bench import flops  # noqa: E402
 from configs.pretraining_config import PretrainingConfig  # noqa: E402
+from data.errors import InputError, exit_on_input_error  # noqa: E402
 from finetune.tasks import get_task  # noqa: E402
 
 ARMS = ("electra", "mlm")
@@ -221,7 +230,6 @@ def import_device_run(plan, arm, results_dir):
     import numpy as np
 
     from bench import pretrain_jax
-    from data.errors import InputError
 
     source = results_dir / arm
     run_file = source / pretrain_jax.RUN_FILE
@@ -254,7 +262,6 @@ def pretrainer_with_weights(config, weights, path):
     """The config's pretrainer (TensorFlow backend) holding the weights saved by bench/pretrain_jax.py."""
     import keras
 
-    from data.errors import InputError
     from pretrain.builder import build_pretrainer
 
     keras.mixed_precision.set_dtype_policy(config.mixed_precision)
@@ -274,8 +281,6 @@ def pretrainer_with_weights(config, weights, path):
 
 
 def write_model_folder_for(folder, config, pretrainer, vocab_file, step):
-    import dataclasses
-
     from checkpoints.model_folder import write_model_folder
 
     config = dataclasses.replace(config, model_name=folder.name)
@@ -490,6 +495,7 @@ def write_summary(plan):
     figures(plan, summary)
 
 
+@exit_on_input_error
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--work-dir", type=pathlib.Path, required=True)

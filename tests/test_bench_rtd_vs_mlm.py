@@ -200,3 +200,12 @@ def test_packed_examples_round_trip():
         np.testing.assert_array_equal(unpacked[name], expected)
     with pytest.raises(ValueError, match="one run of 1s"):
         pack_examples(ids, mask, np.array([[0, 1, 0, 0, 1, 1, 0, 0], [0] * 8]))
+
+
+def test_importing_an_unfinished_device_run_names_the_missing_file(tmp_path):
+    from data.errors import InputError
+
+    plan = plan_in(tmp_path)
+    (tmp_path / "results" / "electra").mkdir(parents=True)  # weights of a run cut off, no run.json
+    with pytest.raises(InputError, match=r"electra/run\.json: missing.*run bench/pretrain_jax\.py"):
+        rtd_vs_mlm.import_device_run(plan, "electra", tmp_path / "results")
