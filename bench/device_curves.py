@@ -2,13 +2,12 @@
 
     python bench/device_curves.py docs/data/h100_probe --out docs/h100_probe_curves.png --every 500
 
-RUNS_DIR holds one folder per arm (electra/, mlm/), each with the metrics.jsonl and run.json that
+RUNS_DIR holds one folder per arm (electra/, mlm/), each with the metrics.jsonl that
 bench/pretrain_jax.py wrote. The figure plots the held-out evaluations (solid) and the training windows
 (faint) of every metric of rtd_vs_mlm.CURVES against step; the table (printed, Markdown) lists the
 first held-out evaluation at or after every multiple of --every steps, and the last.
 """
 import argparse
-import json
 import pathlib
 import sys
 
@@ -16,22 +15,19 @@ REPO = pathlib.Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from bench.pretrain_jax import METRICS_FILE, RUN_FILE  # noqa: E402
+from bench.pretrain_jax import METRICS_FILE, read_metrics  # noqa: E402
 from bench.rtd_vs_mlm import ARMS, CURVES  # noqa: E402
 
 LABELS = {"electra": "ELECTRA (replaced-token detection)", "mlm": "MLM only (BERT objective)"}
 
 
 def read_runs(runs_dir):
-    """{arm: {"run": run.json, "train": [records], "eval": [records]}} for the arms present."""
+    """{arm: {"run": the run record ({} while unfinished), "train": [records], "eval": [records]}}."""
     runs = {}
     for arm in ARMS:
-        folder = runs_dir / arm
-        if not (folder / METRICS_FILE).is_file():
-            continue
-        records = [json.loads(line) for line in (folder / METRICS_FILE).read_text().splitlines() if line.strip()]
-        run = json.loads((folder / RUN_FILE).read_text()) if (folder / RUN_FILE).is_file() else {}
-        runs[arm] = {"run": run, **{split: [r for r in records if r["split"] == split] for split in ("train", "eval")}}
+        if (runs_dir / arm / METRICS_FILE).is_file():
+            splits, run = read_metrics(runs_dir / arm)
+            runs[arm] = {"run": run or {}, **splits}
     return runs
 
 

@@ -20,8 +20,10 @@ Writes to --out:
   weights-<step>.npz  every model weight by its Keras path at each of the study's checkpoint steps
                       (float weights rounded to float16 to fit the transfer limits; see --weights-dtype)
   metrics.jsonl       one JSON line per log window ({"split": "train", "step", metric...}, averaged over
-                      the window) and per evaluation on the held-out examples ({"split": "eval", ...})
-  run.json            the config, device, steps, wall-clock and throughput, written last
+                      the window) and per evaluation on the held-out examples ({"split": "eval", ...}); last,
+                      {"split": "run", ...}: the config, device, steps, wall-clock and throughput, which
+                      marks the run complete
+Four files per arm, so both arms' outputs come back from a machine that returns at most eight.
 """
 import argparse
 import json
@@ -39,7 +41,18 @@ STUDY_FILE = "study.json"
 TRAIN_ARRAYS = "train.npz"
 EVAL_ARRAYS = "eval.npz"
 METRICS_FILE = "metrics.jsonl"
-RUN_FILE = "run.json"
+LEGACY_RUN_FILE = "run.json"  # where the first runs (docs/data/h100_probe) wrote the run record
+
+
+def read_metrics(folder):
+    """({"train": [...], "eval": [...]}, the run record or None while unfinished) of a run's folder."""
+    path = pathlib.Path(folder) / METRICS_FILE
+    records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    splits = {split: [r for r in records if r["split"] == split] for split in ("train", "eval")}
+    runs = [r for r in records if r["split"] == "run"]
+    legacy = pathlib.Path(folder) / LEGACY_RUN_FILE
+    run = runs[-1] if runs else json.loads(legacy.read_text()) if legacy.is_file() else None
+    return splits, run
 
 
 def weights_file(step):
@@ -255,14 +268,14 @@ def main(argv=None):
             log(f"saved {weights_file(step)}")
     wall = time.monotonic() - start
     steps_timed = config.num_train_steps - timed_from
-    run = {"arm": args.arm, "config": config.to_dict(), "device": f"{device.platform} {device.device_kind}",
+    run = {"split": "run", "arm": args.arm, "config": config.to_dict(), "device": f"{device.platform} {device.device_kind}",
            "jax": jax.__version__, "keras": keras.__version__, "num_train_steps": config.num_train_steps,
            "checkpoint_steps": checkpoint_steps, "wall_clock_seconds": round(wall, 1),
            "compile_seconds": round(compile_seconds, 1),
            "steps_per_second": round(steps_timed / (time.monotonic() - timed_start), 2),
            "weights_dtype": args.weights_dtype, "train_examples": num_train,
            "eval_examples": len(eval_batches) * config.eval_batch_size}
-    (args.out / RUN_FILE).write_text(json.dumps(run, indent=2))
+    write_metrics(run)
     log(f"done in {wall:.0f} s")
 
 

@@ -232,14 +232,14 @@ def import_device_run(plan, arm, results_dir):
     from bench import pretrain_jax
 
     source = results_dir / arm
-    run_file = source / pretrain_jax.RUN_FILE
-    if not run_file.is_file():
-        raise InputError(f"{run_file}: missing, so the device run of {arm} did not finish; run "
-                         "bench/pretrain_jax.py for it again")
-    device_run = json.loads(run_file.read_text())
+    metrics_file = source / pretrain_jax.METRICS_FILE
+    device_run = pretrain_jax.read_metrics(source)[1] if metrics_file.is_file() else None
+    if device_run is None:
+        raise InputError(f"{metrics_file}: missing or without its final run record, so the device run of {arm} "
+                         "did not finish; run bench/pretrain_jax.py for it again")
     config, _, _ = resolved_config(plan, arm)
     if device_run["config"] != config.to_dict():
-        raise InputError(f"{run_file}: trained with another config than this study's {arm} arm; export the "
+        raise InputError(f"{metrics_file}: trained with another config than this study's {arm} arm; export the "
                          "study again with the same flags and rerun the device runs")
     vocab_file = plan.shared_data / "vocab" / "bert-base-uncased-vocab.txt"
     for step in plan.checkpoint_steps(arm):
@@ -251,10 +251,9 @@ def import_device_run(plan, arm, results_dir):
         write_model_folder_for(folder, config, pretrainer, vocab_file, step)
         log(f"imported {folder.name}")
     curves_folder = plan.data_dir / "models" / arm
-    if not (curves_folder / pretrain_jax.RUN_FILE).is_file():
-        write_curves(source / pretrain_jax.METRICS_FILE, curves_folder / "logs")
-        shutil.copyfile(source / pretrain_jax.METRICS_FILE, curves_folder / pretrain_jax.METRICS_FILE)
-        shutil.copyfile(run_file, curves_folder / pretrain_jax.RUN_FILE)  # last: the import is complete
+    if not (curves_folder / pretrain_jax.METRICS_FILE).is_file():
+        write_curves(metrics_file, curves_folder / "logs")
+        shutil.copyfile(metrics_file, curves_folder / pretrain_jax.METRICS_FILE)  # last: the import is complete
         add_timing(plan.work_dir, f"pretrain {arm} (device)", device_run["wall_clock_seconds"])
 
 
@@ -291,11 +290,13 @@ def write_curves(metrics_file, logs_dir):
     """bench/pretrain_jax.py's metrics.jsonl → TensorBoard scalars in logs/train and logs/eval."""
     import tensorflow as tf
 
-    records = [json.loads(line) for line in metrics_file.read_text().splitlines() if line.strip()]
-    for split in ("train", "eval"):
+    from bench.pretrain_jax import read_metrics
+
+    splits, _ = read_metrics(metrics_file.parent)
+    for split, records in splits.items():
         writer = tf.summary.create_file_writer(str(logs_dir / split))
         with writer.as_default():
-            for record in (r for r in records if r["split"] == split):
+            for record in records:
                 for name, value in record.items():
                     if name not in ("split", "step"):
                         tf.summary.scalar(name, value, step=record["step"])

@@ -168,10 +168,12 @@ def test_the_device_path_trains_under_jax_and_imports_readable_budget_folders(tm
 
     for arm in rtd_vs_mlm.ARMS:
         rtd_vs_mlm.import_device_run(plan, arm, results)
-        records = [json.loads(line) for line in (results / arm / pretrain_jax.METRICS_FILE).read_text().splitlines()]
-        assert {r["split"] for r in records} == {"train", "eval"}
-        assert all(np.isfinite(r["masked_lm_loss"]) for r in records)
-        assert ("disc_auc" in records[-1]) == (arm == "electra")
+        splits, run = pretrain_jax.read_metrics(results / arm)
+        assert run["arm"] == arm and run["num_train_steps"] == plan.steps(arm)
+        assert len(list((results / arm).iterdir())) == plan.budgets + 1  # weights and metrics.jsonl only
+        records = splits["train"] + splits["eval"]
+        assert splits["train"] and splits["eval"] and all(np.isfinite(r["masked_lm_loss"]) for r in records)
+        assert ("disc_auc" in splits["eval"][-1]) == (arm == "electra")
         for step in plan.checkpoint_steps(arm):
             folder = plan.data_dir / "models" / f"{arm}_step{step}"
             assert read_model_folder(folder).checkpoint.endswith(f"ckpt-{step}")  # what fine-tuning reads
@@ -181,7 +183,7 @@ def test_the_device_path_trains_under_jax_and_imports_readable_budget_folders(tm
             for variable in loaded.pretrainer.weights:
                 np.testing.assert_array_equal(variable.numpy(), saved[variable.path].astype(variable.dtype))
         curves = rtd_vs_mlm.training_curves(plan.data_dir / "models" / arm)
-        assert [s for s, _ in curves["masked_lm_loss"]] == [r["step"] for r in records if r["split"] == "train"]
+        assert [s for s, _ in curves["masked_lm_loss"]] == [r["step"] for r in splits["train"]]
     first, last = (np.load(results / "electra" / pretrain_jax.weights_file(s)) for s in plan.checkpoint_steps("electra"))
     table = "electra/embeddings/word_embeddings"
     assert not np.array_equal(first[table], last[table])  # it trained in between
@@ -206,6 +208,10 @@ def test_importing_an_unfinished_device_run_names_the_missing_file(tmp_path):
     from data.errors import InputError
 
     plan = plan_in(tmp_path)
-    (tmp_path / "results" / "electra").mkdir(parents=True)  # weights of a run cut off, no run.json
-    with pytest.raises(InputError, match=r"electra/run\.json: missing.*run bench/pretrain_jax\.py"):
+    cut_off = tmp_path / "results" / "electra"
+    cut_off.mkdir(parents=True)
+    with pytest.raises(InputError, match=r"electra/metrics\.jsonl: missing.*run bench/pretrain_jax\.py"):
+        rtd_vs_mlm.import_device_run(plan, "electra", tmp_path / "results")
+    (cut_off / "metrics.jsonl").write_text('{"split": "train", "step": 100, "masked_lm_loss": 7.0}\n')
+    with pytest.raises(InputError, match="without its final run record"):  # killed before its last line
         rtd_vs_mlm.import_device_run(plan, "electra", tmp_path / "results")
