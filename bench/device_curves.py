@@ -73,7 +73,8 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("runs_dir", type=pathlib.Path)
     parser.add_argument("--out", type=pathlib.Path, required=True, help="the PNG to write")
-    parser.add_argument("--every", type=int, default=500, help="table rows: the first held-out evaluation at or after each multiple")
+    parser.add_argument("--every", type=int, default=500,
+                        help="table rows: the first held-out evaluation at or after each multiple")
     args = parser.parse_args(argv)
     runs = read_runs(args.runs_dir)
     if not runs:

@@ -268,8 +268,9 @@ def main(argv=None):
             log(f"saved {weights_file(step)}")
     wall = time.monotonic() - start
     steps_timed = config.num_train_steps - timed_from
-    run = {"split": "run", "arm": args.arm, "config": config.to_dict(), "device": f"{device.platform} {device.device_kind}",
-           "jax": jax.__version__, "keras": keras.__version__, "num_train_steps": config.num_train_steps,
+    run = {"split": "run", "arm": args.arm, "config": config.to_dict(),
+           "device": f"{device.platform} {device.device_kind}", "jax": jax.__version__,
+           "keras": keras.__version__, "num_train_steps": config.num_train_steps,
            "checkpoint_steps": checkpoint_steps, "wall_clock_seconds": round(wall, 1),
            "compile_seconds": round(compile_seconds, 1),
            "steps_per_second": round(steps_timed / (time.monotonic() - timed_start), 2),

@@ -258,12 +258,12 @@ def import_device_run(plan, arm, results_dir):
 
 
 def pretrainer_with_weights(config, weights, path):
-    """The config's pretrainer (TensorFlow backend) holding the weights saved by bench/pretrain_jax.py."""
-    import keras
+    """The config's pretrainer (TensorFlow backend) holding the weights saved by bench/pretrain_jax.py.
 
+    Built under the process's dtype policy, not the config's: variables are float32 either way, and
+    setting the global policy here would leak into whatever runs next in this process."""
     from pretrain.builder import build_pretrainer
 
-    keras.mixed_precision.set_dtype_policy(config.mixed_precision)
     pretrainer = build_pretrainer(config)
     variables = {variable.path: variable for variable in pretrainer.weights}
     if set(variables) != set(weights.files):

@@ -132,7 +132,8 @@ def test_a_resumed_runs_curves_keep_the_last_write_of_each_step(tmp_path):
 
 def test_the_device_path_trains_under_jax_and_imports_readable_budget_folders(tmp_path):
     """--device-export → bench/pretrain_jax.py (JAX, no TensorFlow) → --device-results: each checkpoint
-    becomes a model folder fine-tuning reads, holding exactly the weights the device run saved."""
+    becomes a model folder fine-tuning reads, holding exactly the weights the device run saved. One arm is
+    trained (the trainer and the import do not depend on the arm; ELECTRA's also has the discriminator)."""
     import os
     import subprocess
     import sys
@@ -141,6 +142,7 @@ def test_the_device_path_trains_under_jax_and_imports_readable_budget_folders(tm
 
     from bench import pretrain_jax
     from checkpoints.model_folder import load_model_folder
+    from configs.pretraining_config import PretrainingConfig
     from finetune.pretrained import read_model_folder
     from tests.helpers import MICRO_MODEL, build_tiny_dataset
 
@@ -154,37 +156,40 @@ def test_the_device_path_trains_under_jax_and_imports_readable_budget_folders(tm
     export = tmp_path / "export"
     rtd_vs_mlm.export_for_device(plan, export)
     study = json.loads((export / pretrain_jax.STUDY_FILE).read_text())
-    assert study["arms"]["mlm"]["checkpoint_steps"] == plan.checkpoint_steps("mlm")
+    for arm in rtd_vs_mlm.ARMS:
+        config = PretrainingConfig.load(export / study["arms"][arm]["config_file"])
+        assert config.electra_objective == (arm == "electra") and config.num_train_steps == plan.steps(arm)
+        assert study["arms"][arm]["checkpoint_steps"] == plan.checkpoint_steps(arm)
 
     results = tmp_path / "results"
     env = dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu", PYTHONPATH=str(rtd_vs_mlm.REPO))
     # TensorFlow made unimportable, as on the accelerator machines: any use of it fails the run.
-    script = ("import sys; sys.modules['tensorflow'] = None; from bench import pretrain_jax\n"
-              "for arm in ('electra', 'mlm'):\n"
-              f"    pretrain_jax.main(['--study', {str(export)!r}, '--arm', arm, '--out', {str(results)!r} + '/' + arm])")
-    completed = subprocess.run([sys.executable, "-c", script], cwd=rtd_vs_mlm.REPO, env=env, capture_output=True,
-                               text=True, timeout=300)
+    script = ("import sys; sys.modules['tensorflow'] = None; from bench import pretrain_jax; "
+              "pretrain_jax.main(sys.argv[1:])")
+    completed = subprocess.run(
+        [sys.executable, "-c", script, "--study", str(export), "--arm", "electra", "--out", str(results / "electra")],
+        cwd=rtd_vs_mlm.REPO, env=env, capture_output=True, text=True, timeout=300)
     assert completed.returncode == 0, completed.stderr[-3000:]
 
-    for arm in rtd_vs_mlm.ARMS:
-        rtd_vs_mlm.import_device_run(plan, arm, results)
-        splits, run = pretrain_jax.read_metrics(results / arm)
-        assert run["arm"] == arm and run["num_train_steps"] == plan.steps(arm)
-        assert len(list((results / arm).iterdir())) == plan.budgets + 1  # weights and metrics.jsonl only
-        records = splits["train"] + splits["eval"]
-        assert splits["train"] and splits["eval"] and all(np.isfinite(r["masked_lm_loss"]) for r in records)
-        assert ("disc_auc" in splits["eval"][-1]) == (arm == "electra")
-        for step in plan.checkpoint_steps(arm):
-            folder = plan.data_dir / "models" / f"{arm}_step{step}"
-            assert read_model_folder(folder).checkpoint.endswith(f"ckpt-{step}")  # what fine-tuning reads
-            loaded = load_model_folder(folder)
-            saved = np.load(results / arm / pretrain_jax.weights_file(step))
-            assert loaded.step == step and sorted(v.path for v in loaded.pretrainer.weights) == sorted(saved.files)
-            for variable in loaded.pretrainer.weights:
-                np.testing.assert_array_equal(variable.numpy(), saved[variable.path].astype(variable.dtype))
-        curves = rtd_vs_mlm.training_curves(plan.data_dir / "models" / arm)
-        assert [s for s, _ in curves["masked_lm_loss"]] == [r["step"] for r in splits["train"]]
-    first, last = (np.load(results / "electra" / pretrain_jax.weights_file(s)) for s in plan.checkpoint_steps("electra"))
+    rtd_vs_mlm.import_device_run(plan, "electra", results)
+    splits, run = pretrain_jax.read_metrics(results / "electra")
+    assert run["arm"] == "electra" and run["num_train_steps"] == plan.steps("electra")
+    assert len(list((results / "electra").iterdir())) == plan.budgets + 1  # weights and metrics.jsonl only
+    records = splits["train"] + splits["eval"]
+    assert splits["train"] and splits["eval"] and all(np.isfinite(r["masked_lm_loss"]) for r in records)
+    assert "disc_auc" in splits["eval"][-1]
+    for step in plan.checkpoint_steps("electra"):
+        folder = plan.data_dir / "models" / f"electra_step{step}"
+        assert read_model_folder(folder).checkpoint.endswith(f"ckpt-{step}")  # what fine-tuning reads
+        loaded = load_model_folder(folder)
+        saved = np.load(results / "electra" / pretrain_jax.weights_file(step))
+        assert loaded.step == step and sorted(v.path for v in loaded.pretrainer.weights) == sorted(saved.files)
+        for variable in loaded.pretrainer.weights:
+            np.testing.assert_array_equal(variable.numpy(), saved[variable.path].astype(variable.dtype))
+    curves = rtd_vs_mlm.training_curves(plan.data_dir / "models" / "electra")
+    assert [s for s, _ in curves["masked_lm_loss"]] == [r["step"] for r in splits["train"]]
+    first, last = (np.load(results / "electra" / pretrain_jax.weights_file(step))
+                   for step in plan.checkpoint_steps("electra"))
     table = "electra/embeddings/word_embeddings"
     assert not np.array_equal(first[table], last[table])  # it trained in between
 
