@@ -16,8 +16,10 @@ demo: $(VENV)/.runtime-installed
 	ELECTRA_DATA_DIR=$(DEMO_DATA) $(BIN)/python run_pretraining.py --model-name electra_tiny \
 		--hparams '$(DEMO_PRETRAIN_HPARAMS)'
 
+# Two worker processes, each test file on one of them (its module fixtures built once): the suite spends
+# much of its time starting processes and tracing, which leaves a second core idle when run serially.
 test: $(VENV)/.test-installed $(VENV)/.hf4-installed
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n 2 --dist loadfile
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
