@@ -26,7 +26,6 @@ SETTINGS = ("default", "one")
 def measure_here(task_name, steps, model_hparams, inter_op):
     """Examples/s of `steps` updates in this process (inter_op: "default" or "one")."""
     import keras
-    import numpy as np
 
     from bench.build_speed import shared_data
     from bench.finetune_bucketing import measure
@@ -52,7 +51,7 @@ def measure_here(task_name, steps, model_hparams, inter_op):
     model = FinetuningModel(encoder, {task_name: make_head(task, encoder.hidden_size, config)})
     trainer = Trainer(model, [task], build_optimizer(config, 1000, encoder.num_layers), config)
     seconds, _ = measure(trainer, task, features, config, steps, seed=0)
-    return float(np.float64(steps * config.train_batch_size / seconds))
+    return steps * config.train_batch_size / seconds
 
 
 def main():

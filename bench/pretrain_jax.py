@@ -110,10 +110,16 @@ def build(config_path):
     return config, model, optimizer
 
 
+def add_stats(a, b):
+    import jax
+
+    return jax.tree_util.tree_map(lambda x, y: x + y, a, b)
+
+
 def make_functions(model, optimizer):
     """(train, evaluate, zero_stats): train (jitted) gathers its batch by index from the device-resident
     examples and adds the step's metric statistics to a running sum (no host round trip per step);
-    zero_stats(state, examples, indices) is that sum's starting value."""
+    zero_stats(state, examples, batch_size) is that sum's starting value."""
     import jax
     import keras
 
@@ -125,8 +131,7 @@ def make_functions(model, optimizer):
     def train(state, stats_sum, examples, indices):
         batch = {key: value[indices] for key, value in examples.items()}
         state, loss, stats = step_fn(state, batch)
-        stats_sum = jax.tree_util.tree_map(lambda a, b: a + b, stats_sum, stats)
-        return state, stats_sum, loss
+        return state, add_stats(stats_sum, stats), loss
 
     def evaluate(trainable, non_trainable, batch):
         mapping = list(zip(trainable_vars, trainable)) + list(zip(non_trainable_vars, non_trainable))
@@ -134,8 +139,9 @@ def make_functions(model, optimizer):
             stats = model.compute_losses(batch, training=False)["stats"]
         return stats, [scope.get_current_value(v) for v in non_trainable_vars]
 
-    def zero_stats(state, examples, indices):
-        batch = {key: value[indices] for key, value in examples.items()}
+    def zero_stats(state, examples, batch_size):
+        batch = {key: jax.ShapeDtypeStruct((batch_size, *value.shape[1:]), value.dtype)
+                 for key, value in examples.items()}
         shapes = jax.eval_shape(step_fn, state, batch)[2]
         return jax.tree_util.tree_map(lambda s: jax.numpy.zeros(s.shape, s.dtype), shapes)
 
@@ -219,8 +225,7 @@ def main(argv=None):
     eval_state0 = jax.device_put([jax.numpy.array(v.value, copy=True) for v in model.non_trainable_variables],
                                  device)
     batches = Batches(num_train, config.train_batch_size, config.seed)
-    stats_sum = jax.device_put(zero_stats(state, train_examples, jax.device_put(batches.next(), device)), device)
-    batches = Batches(num_train, config.train_batch_size, config.seed)  # that draw does not count
+    stats_sum = jax.device_put(zero_stats(state, train_examples, config.train_batch_size), device)
     log_every, eval_every = study["log_every"], study["eval_every"][args.arm]
     metrics_path = args.out / METRICS_FILE
     metrics_path.write_text("")
@@ -256,7 +261,7 @@ def main(argv=None):
             non_trainable, summed = eval_state0, None
             for batch in eval_batches:
                 stats, non_trainable = evaluate(state[0], non_trainable, batch)
-                summed = stats if summed is None else jax.tree_util.tree_map(lambda a, b: a + b, summed, stats)
+                summed = stats if summed is None else add_stats(summed, stats)
             values = model.finalize_metrics(jax.device_get(summed))
             write_metrics({"split": "eval", "step": step, **values})
         if step in checkpoint_steps:

@@ -175,22 +175,21 @@ def resolved_config(plan, arm):
     return config, dataset_dir, metadata
 
 
-def read_examples(files, max_seq_length, limit=None):
-    """{input_ids, input_mask, segment_ids} NumPy arrays of the shards' examples, in file order."""
+def read_examples(dataset_dir, metadata, files, limit=None):
+    """{input_ids, input_mask, segment_ids} NumPy arrays of the shards' examples, in file order (at most
+    `limit`), read by the evaluation reader (every record once, in order)."""
     import numpy as np
-    import tensorflow as tf
 
     from data import tfrecords
 
-    spec = tfrecords.feature_spec(max_seq_length)
-    dataset = tf.data.TFRecordDataset(files).map(lambda record: tf.io.parse_single_example(record, spec))
-    if limit:
-        dataset = dataset.take(limit)
-    parts = {name: [] for name in spec}
-    for batch in dataset.batch(4096):
-        for name in spec:
-            parts[name].append(batch[name].numpy())
-    return {name: np.concatenate(chunks) for name, chunks in parts.items()}
+    parts, count = {}, 0
+    for batch in tfrecords.pretraining_dataset(dataset_dir, 4096, files=files, training=False, metadata=metadata):
+        for name, value in batch.items():
+            parts.setdefault(name, []).append(value.numpy())
+        count += len(parts["input_ids"][-1])
+        if limit and count >= limit:
+            break
+    return {name: np.concatenate(chunks)[:limit] for name, chunks in parts.items()}
 
 
 def export_for_device(plan, out_dir):
@@ -199,22 +198,23 @@ def export_for_device(plan, out_dir):
     import numpy as np
 
     from bench import pretrain_jax
+    from training import run_config
 
     out_dir.mkdir(parents=True, exist_ok=True)
     study = {"log_every": DEVICE_LOG_EVERY, "eval_every": {}, "arms": {}}
     for arm in ARMS:
-        config, dataset_dir, metadata = resolved_config(plan, arm)
+        config, _, _ = resolved_config(plan, arm)
         config.save(out_dir / f"config_{arm}.json")
         study["arms"][arm] = {"config_file": f"config_{arm}.json", "num_train_steps": config.num_train_steps,
                               "checkpoint_steps": plan.checkpoint_steps(arm)}
         study["eval_every"][arm] = max(1, config.num_train_steps // EVALS_PER_RUN)
-    from training import run_config
-
+    # Both arms read the same dataset, held-out shards and evaluation size.
+    config, dataset_dir, metadata = resolved_config(plan, "electra")
     train_files, eval_files = run_config.split_shards(config, dataset_dir, metadata)
     eval_count = config.eval_batch_size * config.num_eval_steps
     for name, files, limit in ((pretrain_jax.TRAIN_ARRAYS, train_files, None),
                                (pretrain_jax.EVAL_ARRAYS, eval_files, eval_count)):
-        examples = read_examples(files, config.max_seq_length, limit)
+        examples = read_examples(dataset_dir, metadata, files, limit)
         packed = pretrain_jax.pack_examples(examples["input_ids"], examples["input_mask"], examples["segment_ids"])
         np.savez_compressed(out_dir / name, **packed)
         log(f"{name}: {len(packed['input_ids'])} examples from {len(files)} shard(s), "
