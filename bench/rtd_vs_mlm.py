@@ -430,15 +430,15 @@ def stage_minutes(seconds):
     return totals
 
 
-def training_curves(folder):
-    """{metric: [(step, value)]} from a pretraining run's TensorBoard train logs.
+def training_curves(folder, split="train"):
+    """{metric: [(step, value)]} from a pretraining run's TensorBoard logs (logs/train or logs/eval).
 
     A run stopped and resumed logs some steps twice (once before the stop, again after resuming from
     an earlier checkpoint): the later write wins, as it is the history the final weights have."""
     import tensorflow as tf
 
     latest = {name: {} for name in CURVES}  # {metric: {step: (wall_time, value)}}
-    for path in sorted((folder / "logs" / "train").glob("events.out.tfevents.*")):
+    for path in sorted((folder / "logs" / split).glob("events.out.tfevents.*")):
         for record in tf.data.TFRecordDataset(str(path)):
             event = tf.compat.v1.Event.FromString(record.numpy())
             for value in event.summary.value:

@@ -1,0 +1,148 @@
+"""Does bench/pretrain_jax.py (JAX, the GPU path) train like run_pretraining.py (TensorFlow)?
+
+    python bench/tf_vs_jax_curves.py --tf-model-dir runs/rtd_vs_mlm/data/models/electra \
+        --jax-run docs/data/h100_probe/electra --out docs/tf_vs_jax_curves.png --every 500
+
+The study's GPU path trains with the same model, losses and optimizer as run_pretraining.py but its own
+loop (a NumPy batch sampler, the model's own seed stream for masking). Given one config run by both, this
+puts their curves side by side: a figure (training windows faint, held-out evaluations as markers) and a
+Markdown table of every CURVES metric, averaged over the training windows that end in each span of
+--every steps (both runs log windows that tile the run, so each span's mean covers the same steps), and
+the held-out evaluations at the steps where both evaluated. The two runs share no random stream, so
+their difference is at least run-to-run noise; the table gives the spread of the window values inside
+each span as the yardstick.
+"""
+import argparse
+import json
+import pathlib
+import statistics
+import sys
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from bench.pretrain_jax import METRICS_FILE, read_metrics  # noqa: E402
+from bench.rtd_vs_mlm import CURVES, training_curves  # noqa: E402
+from data.errors import InputError, exit_on_input_error  # noqa: E402
+
+SOURCES = ("TensorFlow", "JAX")
+
+
+def read_tf_run(model_dir):
+    """{"train"|"eval": {metric: [(step, value)]}} from run_pretraining.py's TensorBoard logs."""
+    if not (model_dir / "logs" / "train").is_dir():
+        raise InputError(f"{model_dir}: no logs/train; pass the model folder run_pretraining.py wrote")
+    return {split: training_curves(model_dir, split) for split in ("train", "eval")}
+
+
+def read_jax_run(run_dir):
+    """The same shape from bench/pretrain_jax.py's metrics.jsonl."""
+    if not (run_dir / METRICS_FILE).is_file():
+        raise InputError(f"{run_dir}: no {METRICS_FILE}; pass the arm folder bench/pretrain_jax.py wrote")
+    splits, _ = read_metrics(run_dir)
+    return {split: {name: [(r["step"], r[name]) for r in records if name in r] for name in CURVES}
+            for split, records in splits.items()}
+
+
+def span_means(points, every):
+    """{span end: (mean, spread)} of the window values whose step falls in (end - every, end]."""
+    spans = {}
+    for step, value in points:
+        spans.setdefault(-(-step // every) * every, []).append(value)
+    return {end: (statistics.fmean(values), statistics.pstdev(values)) for end, values in sorted(spans.items())}
+
+
+def comparison(runs, every):
+    """[{kind, step, metric: {source: (mean, spread)}}] for the spans and held-out steps both runs have."""
+    rows = []
+    means = {source: {name: span_means(run["train"][name], every) for name in CURVES}
+             for source, run in runs.items()}
+    shared = sorted(set.intersection(*(set(m["masked_lm_loss"]) for m in means.values())))  # every arm logs it
+    for end in shared:
+        rows.append({"kind": "training", "step": end,
+                     **{name: {s: means[s][name][end] for s in SOURCES if end in means[s][name]}
+                        for name in CURVES}})
+    evals = {source: {name: dict(run["eval"][name]) for name in CURVES} for source, run in runs.items()}
+    shared_evals = sorted(set.intersection(*(set(e["masked_lm_loss"]) for e in evals.values())))
+    for step in shared_evals:
+        rows.append({"kind": "held-out", "step": step,
+                     **{name: {s: (evals[s][name][step], None) for s in SOURCES if step in evals[s][name]}
+                        for name in CURVES}})
+    return rows
+
+
+def table(rows, every):
+    lines = ["| data | step | " + " | ".join(CURVES) + " |", "|---|---|" + "---|" * len(CURVES)]
+    for row in rows:
+        cells = []
+        for name in CURVES:
+            if len(row[name]) < 2:
+                cells.append("—")
+                continue
+            (tf_mean, tf_spread), (jax_mean, jax_spread) = row[name]["TensorFlow"], row[name]["JAX"]
+            cell = f"{tf_mean:.3f} / {jax_mean:.3f}"
+            if tf_spread is not None:
+                cell += f" (±{max(tf_spread, jax_spread):.3f})"
+            cells.append(cell)
+        label = f"training, steps {row['step'] - every + 1}–{row['step']}" if row["kind"] == "training" \
+            else "held-out"
+        lines.append(f"| {label} | {row['step']} | " + " | ".join(cells) + " |")
+    lines += ["", "Cells: TensorFlow / JAX; training rows: the mean of the logged windows in the span, in "
+              "brackets the larger of the two runs' standard deviations of those windows."]
+    return "\n".join(lines)
+
+
+def figure(runs, out):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(2, 3, figsize=(12, 6))
+    labels = {"TensorFlow": "run_pretraining.py (TensorFlow, CPU)", "JAX": "bench/pretrain_jax.py (JAX, GPU)"}
+    for index, source in enumerate(SOURCES):
+        color = f"C{index}"
+        for ax, name in zip(axes.flat, CURVES):
+            train, held_out = runs[source]["train"][name], runs[source]["eval"][name]
+            if train:
+                ax.plot(*zip(*train), color=color, alpha=0.45, linewidth=0.9, label=f"{labels[source]}, training")
+            if held_out:
+                ax.plot(*zip(*held_out), color=color, marker="o", markersize=3, linewidth=0,
+                        label=f"{labels[source]}, held-out")
+            ax.set_title(name)
+            ax.set_xlabel("step")
+    axes.flat[0].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(out, dpi=120)
+    plt.close(fig)
+
+
+@exit_on_input_error
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--tf-model-dir", type=pathlib.Path, required=True,
+                        help="the model folder run_pretraining.py wrote (its logs/ are read)")
+    parser.add_argument("--jax-run", type=pathlib.Path, required=True,
+                        help="the arm folder bench/pretrain_jax.py wrote (its metrics.jsonl is read)")
+    parser.add_argument("--out", type=pathlib.Path, required=True, help="the PNG to write")
+    parser.add_argument("--every", type=int, default=500, help="the training spans' length in steps")
+    args = parser.parse_args(argv)
+    runs = {"TensorFlow": read_tf_run(args.tf_model_dir), "JAX": read_jax_run(args.jax_run)}
+    tf_config = json.loads((args.tf_model_dir / "config.json").read_text()) \
+        if (args.tf_model_dir / "config.json").is_file() else None
+    _, jax_record = read_metrics(args.jax_run)
+    if tf_config is not None and jax_record and jax_record.get("config") != tf_config:
+        differing = sorted(k for k in set(tf_config) | set(jax_record["config"])
+                           if tf_config.get(k) != jax_record["config"].get(k))
+        print(f"note: the two runs' configs differ in {differing}")
+    rows = comparison(runs, args.every)
+    if not rows:
+        raise InputError(f"{args.tf_model_dir} and {args.jax_run}: no step span both runs logged")
+    print(table(rows, args.every))
+    figure(runs, args.out)
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
