@@ -29,6 +29,8 @@ Pretraining on an accelerator without TensorFlow (JAX only), the rest here:
   --device-results OUT   stage 2 imports OUT/<arm>/weights-<step>.npz as the budget folders and its
                          metrics as TensorBoard logs, instead of running run_pretraining.py
   --control-only         only the no-pretraining control's fine-tuning (it needs no pretraining)
+  --finetune-ready       only the fine-tuning of the budget checkpoints that exist now (pretraining may still
+                         be running, or have been stopped): a partial table when there is no time for all
 The same flags (--electra-steps, --budgets, --hparams) must be given to every call of one study.
 """
 import argparse
@@ -340,6 +342,17 @@ def control_folder(plan):
     return folder
 
 
+def ready_budgets(plan):
+    """[(arm, step)] of the budget checkpoints pretraining has saved so far, in the study's order."""
+    ready = []
+    for budget in range(plan.budgets):
+        for arm in ARMS:
+            step = plan.checkpoint_steps(arm)[budget]
+            if (plan.data_dir / "models" / arm / f"ckpt-{step}.index").is_file():
+                ready.append((arm, step))
+    return ready
+
+
 def results_file(folder, task):
     return folder / "results" / f"{task}_results.json"
 
@@ -519,6 +532,8 @@ def main(argv=None):
     parser.add_argument("--control-only", action="store_true",
                         help="fine-tune only the no-pretraining control (it needs no pretraining, so it can run "
                              "here while the arms pretrain on an accelerator) and stop")
+    parser.add_argument("--finetune-ready", action="store_true",
+                        help="fine-tune only the budget checkpoints pretraining has saved so far, and stop")
     args = parser.parse_args(argv)
     tasks = args.tasks.split(",")
     for task in tasks:
@@ -535,6 +550,14 @@ def main(argv=None):
             finetune(plan, control_folder(plan), task, CONTROL)
             write_summary(plan)
         log(f"control done: {plan.work_dir / 'summary.md'}")
+        return
+    if args.finetune_ready:
+        ready = ready_budgets(plan)
+        log(f"checkpoints ready: {', '.join(f'{arm} {step}' for arm, step in ready) or 'none'}")
+        for arm, step in ready:
+            for task in plan.tasks:
+                finetune(plan, budget_folder(plan, arm, step), task, arm)
+                write_summary(plan)
         return
     build_dataset(plan)
     if args.device_export:
