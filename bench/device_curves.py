@@ -46,21 +46,28 @@ def table(runs, every):
 
 
 def figure(runs, out):
+    series = [(LABELS[arm], {split: {name: [(r["step"], r[name]) for r in run[split] if name in r]
+                                     for name in CURVES} for split in ("train", "eval")})
+              for arm, run in runs.items()]
+    curve_grid(series, out, held_out_style={"linewidth": 1.6})
+
+
+def curve_grid(series, out, held_out_style):
+    """One panel per CURVES metric; series: [(label, {"train"|"eval": {metric: [(step, value)]}})], each
+    in its own colour, training windows faint, held-out evaluations drawn with held_out_style."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(2, 3, figsize=(12, 6))
-    for index, (arm, run) in enumerate(runs.items()):
-        color = f"C{index}"
+    for index, (label, curves) in enumerate(series):
         for ax, name in zip(axes.flat, CURVES):
-            for split, style in (("train", {"alpha": 0.3, "linewidth": 0.8}), ("eval", {"linewidth": 1.6})):
-                points = [(r["step"], r[name]) for r in run[split] if name in r]
+            for split, style in (("train", {"alpha": 0.35, "linewidth": 0.8}), ("eval", held_out_style)):
+                points = curves[split].get(name)
                 if points:
-                    steps, values = zip(*points)
-                    label = f"{LABELS[arm]}, {'held-out' if split == 'eval' else 'training'}"
-                    ax.plot(steps, values, color=color, label=label, **style)
+                    ax.plot(*zip(*points), color=f"C{index}", **style,
+                            label=f"{label}, {'held-out' if split == 'eval' else 'training'}")
             ax.set_title(name)
             ax.set_xlabel("step")
     axes.flat[0].legend(fontsize=7)

@@ -22,6 +22,7 @@ REPO = pathlib.Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from bench.device_curves import curve_grid  # noqa: E402
 from bench.pretrain_jax import METRICS_FILE, read_metrics  # noqa: E402
 from bench.rtd_vs_mlm import CURVES, training_curves  # noqa: E402
 from data.errors import InputError, exit_on_input_error  # noqa: E402
@@ -94,28 +95,9 @@ def table(rows, every):
 
 
 def figure(runs, out):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(2, 3, figsize=(12, 6))
     labels = {"TensorFlow": "run_pretraining.py (TensorFlow, CPU)", "JAX": "bench/pretrain_jax.py (JAX, GPU)"}
-    for index, source in enumerate(SOURCES):
-        color = f"C{index}"
-        for ax, name in zip(axes.flat, CURVES):
-            train, held_out = runs[source]["train"][name], runs[source]["eval"][name]
-            if train:
-                ax.plot(*zip(*train), color=color, alpha=0.45, linewidth=0.9, label=f"{labels[source]}, training")
-            if held_out:
-                ax.plot(*zip(*held_out), color=color, marker="o", markersize=3, linewidth=0,
-                        label=f"{labels[source]}, held-out")
-            ax.set_title(name)
-            ax.set_xlabel("step")
-    axes.flat[0].legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(out, dpi=120)
-    plt.close(fig)
+    curve_grid([(labels[source], runs[source]) for source in SOURCES], out,
+               held_out_style={"marker": "o", "markersize": 3, "linewidth": 0})
 
 
 @exit_on_input_error
