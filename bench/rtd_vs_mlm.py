@@ -29,8 +29,9 @@ Pretraining on an accelerator without TensorFlow (JAX only), the rest here:
   --device-results OUT   stage 2 imports OUT/<arm>/weights-<step>.npz as the budget folders and its
                          metrics as TensorBoard logs, instead of running run_pretraining.py
   --control-only         only the no-pretraining control's fine-tuning (it needs no pretraining)
-  --finetune-ready       only the fine-tuning of the budget checkpoints that exist now (pretraining may still
-                         be running, or have been stopped): a partial table when there is no time for all
+  --finetune-ready       only the fine-tuning of the budget checkpoints that exist now, the last budget first
+                         (pretraining may still be running, or have been stopped): a partial table when there
+                         is no time for all
 The same flags (--electra-steps, --budgets, --hparams) must be given to every call of one study.
 """
 import argparse
@@ -343,9 +344,10 @@ def control_folder(plan):
 
 
 def ready_budgets(plan):
-    """[(arm, step)] of the budget checkpoints pretraining has saved so far, in the study's order."""
+    """[(arm, step)] of the budget checkpoints pretraining has saved so far, the last budget first (when time
+    runs out, the most-trained checkpoints are the ones measured)."""
     ready = []
-    for budget in range(plan.budgets):
+    for budget in reversed(range(plan.budgets)):
         for arm in ARMS:
             step = plan.checkpoint_steps(arm)[budget]
             if (plan.data_dir / "models" / arm / f"ckpt-{step}.index").is_file():

@@ -54,8 +54,8 @@ def test_a_budget_folder_holds_exactly_that_checkpoint(tmp_path):
 
 
 def test_finetune_ready_takes_only_the_checkpoints_saved_so_far(tmp_path, monkeypatch):
-    """--finetune-ready: a budget checkpoint pretraining has saved is fine-tuned on every task; later
-    budgets, and the arm that has not started, are left for a later call."""
+    """--finetune-ready: the budget checkpoints pretraining has saved are fine-tuned on every task, the last
+    first; the budget not reached yet, and the arm that has not started, are left for a later call."""
     plan = plan_in(tmp_path)
     run = plan.data_dir / "models" / "electra"
     run.mkdir(parents=True)
@@ -63,15 +63,16 @@ def test_finetune_ready_takes_only_the_checkpoints_saved_so_far(tmp_path, monkey
     (run / "vocab.txt").write_text("[PAD]\n")
     manager = tf.train.CheckpointManager(tf.train.Checkpoint(v=tf.Variable([1.0])), str(run), max_to_keep=None,
                                          checkpoint_name="ckpt")
-    for step in (250, 500):  # 250 is not a budget
+    for step in (250, 500, 1000):  # 250 is not a budget
         manager.save(checkpoint_number=step)
-    assert rtd_vs_mlm.ready_budgets(plan) == [("electra", 500)]
+    assert rtd_vs_mlm.ready_budgets(plan) == [("electra", 1000), ("electra", 500)]  # the most trained first
     calls = []
     monkeypatch.setattr(rtd_vs_mlm, "finetune", lambda plan, folder, task, name: calls.append((folder.name, task)))
     monkeypatch.setattr(rtd_vs_mlm, "write_summary", lambda plan: None)
     rtd_vs_mlm.main(["--work-dir", str(tmp_path), "--shared-data", str(tmp_path / "shared"), "--tasks", "cola,rte",
                      "--finetune-ready"])
-    assert calls == [("electra_step500", "cola"), ("electra_step500", "rte")]
+    assert calls == [("electra_step1000", "cola"), ("electra_step1000", "rte"),
+                     ("electra_step500", "cola"), ("electra_step500", "rte")]
     assert not (plan.data_dir / "pretrain_tfrecords").exists()  # no dataset build, no pretraining
 
 
