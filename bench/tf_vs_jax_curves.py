@@ -7,7 +7,8 @@ The study's GPU path trains with the same model, losses and optimizer as run_pre
 loop (a NumPy batch sampler, the model's own seed stream for masking). Given one config run by both, this
 puts their curves side by side: a figure (training windows faint, held-out evaluations as markers) and a
 Markdown table of every CURVES metric, averaged over the training windows that end in each span of
---every steps (both runs log windows that tile the run, so each span's mean covers the same steps), and
+--every steps (both runs log windows that tile the run, so each span's mean covers the same steps; a
+multiple of both runs' logging intervals, and only spans both logged to their end are compared), and
 the held-out evaluations at the steps where both evaluated. The two runs share no random stream, so
 their difference is at least run-to-run noise; the table gives the spread of the window values inside
 each span as the yardstick.
@@ -59,7 +60,10 @@ def comparison(runs, every):
     rows = []
     means = {source: {name: span_means(run["train"][name], every) for name in CURVES}
              for source, run in runs.items()}
-    shared = sorted(set.intersection(*(set(m["masked_lm_loss"]) for m in means.values())))  # every arm logs it
+    # Spans that both runs logged to their end (a run stopped mid-span would average fewer steps there);
+    # masked_lm_loss is logged by every objective.
+    ends = [{step for step, _ in run["train"]["masked_lm_loss"]} for run in runs.values()]
+    shared = sorted(set.intersection(*(set(m["masked_lm_loss"]) for m in means.values()), *ends))
     for end in shared:
         rows.append({"kind": "training", "step": end,
                      **{name: {s: means[s][name][end] for s in SOURCES if end in means[s][name]}
