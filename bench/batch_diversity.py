@@ -44,10 +44,13 @@ def batch_similarity(batch, rare_above, close):
 def measure(dataset_dir, batch_size, batches, rare_above, close, seed):
     import numpy as np
 
+    from configs.pretraining_config import PretrainingConfig
     from data import tfrecords
+    from training.run_config import split_shards
 
     metadata = tfrecords.load_metadata(dataset_dir)
-    train_files = tfrecords.shard_files(dataset_dir, metadata)[:-1]  # the last shard is held out
+    # The training shards exactly as run_pretraining.py picks them (held-out shards left out).
+    train_files, _ = split_shards(PretrainingConfig.create({"do_eval": True}), dataset_dir, metadata)
     reader = tfrecords.pretraining_dataset(dataset_dir, batch_size, files=train_files, training=True, seed=seed,
                                            metadata=metadata)
     reader_batches = [b["input_ids"].numpy() for _, b in zip(range(batches), reader)]

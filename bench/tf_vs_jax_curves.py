@@ -39,12 +39,13 @@ def read_tf_run(model_dir):
 
 
 def read_jax_run(run_dir):
-    """The same shape from bench/pretrain_jax.py's metrics.jsonl."""
+    """(the same shape from bench/pretrain_jax.py's metrics.jsonl, its run record or None)."""
     if not (run_dir / METRICS_FILE).is_file():
         raise InputError(f"{run_dir}: no {METRICS_FILE}; pass the arm folder bench/pretrain_jax.py wrote")
-    splits, _ = read_metrics(run_dir)
-    return {split: {name: [(r["step"], r[name]) for r in records if name in r] for name in CURVES}
-            for split, records in splits.items()}
+    splits, record = read_metrics(run_dir)
+    curves = {split: {name: [(r["step"], r[name]) for r in records if name in r] for name in CURVES}
+              for split, records in splits.items()}
+    return curves, record
 
 
 def span_means(points, every):
@@ -114,10 +115,10 @@ def main(argv=None):
     parser.add_argument("--out", type=pathlib.Path, required=True, help="the PNG to write")
     parser.add_argument("--every", type=int, default=500, help="the training spans' length in steps")
     args = parser.parse_args(argv)
-    runs = {"TensorFlow": read_tf_run(args.tf_model_dir), "JAX": read_jax_run(args.jax_run)}
+    jax_curves, jax_record = read_jax_run(args.jax_run)
+    runs = {"TensorFlow": read_tf_run(args.tf_model_dir), "JAX": jax_curves}
     tf_config = json.loads((args.tf_model_dir / "config.json").read_text()) \
         if (args.tf_model_dir / "config.json").is_file() else None
-    _, jax_record = read_metrics(args.jax_run)
     if tf_config is not None and jax_record and jax_record.get("config") != tf_config:
         differing = sorted(k for k in set(tf_config) | set(jax_record["config"])
                            if tf_config.get(k) != jax_record["config"].get(k))

@@ -44,7 +44,7 @@ def test_spans_average_the_windows_that_end_inside_them():
 
 def test_the_comparison_pairs_equal_spans_and_shared_evaluations(two_runs):
     tf_dir, jax_dir = two_runs
-    runs = {"TensorFlow": tf_vs_jax_curves.read_tf_run(tf_dir), "JAX": tf_vs_jax_curves.read_jax_run(jax_dir)}
+    runs = {"TensorFlow": tf_vs_jax_curves.read_tf_run(tf_dir), "JAX": tf_vs_jax_curves.read_jax_run(jax_dir)[0]}
     rows = tf_vs_jax_curves.comparison(runs, 100)
     training = [r for r in rows if r["kind"] == "training"]
     assert [r["step"] for r in training] == [100, 200, 300]  # not 400: TensorFlow logged only half of it
