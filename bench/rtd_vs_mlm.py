@@ -32,6 +32,8 @@ Pretraining on an accelerator without TensorFlow (JAX only), the rest here:
   --finetune-ready       only the fine-tuning of the budget checkpoints that exist now, the last budget first
                          (pretraining may still be running, or have been stopped): a partial table when there
                          is no time for all
+  --pretrain-only ARM    only stage 2 for one arm, then stop: to run the arms in another order, or on two
+                         machines sharing the work folder
 The same flags (--electra-steps, --budgets, --hparams) must be given to every call of one study.
 """
 import argparse
@@ -536,6 +538,8 @@ def main(argv=None):
                              "here while the arms pretrain on an accelerator) and stop")
     parser.add_argument("--finetune-ready", action="store_true",
                         help="fine-tune only the budget checkpoints pretraining has saved so far, and stop")
+    parser.add_argument("--pretrain-only", choices=ARMS, default=None,
+                        help="build the dataset if needed, pretrain only this arm, and stop")
     args = parser.parse_args(argv)
     tasks = args.tasks.split(",")
     for task in tasks:
@@ -564,6 +568,10 @@ def main(argv=None):
     build_dataset(plan)
     if args.device_export:
         export_for_device(plan, args.device_export.resolve())
+        return
+    if args.pretrain_only:
+        pretrain(plan, args.pretrain_only)
+        log(f"{args.pretrain_only} pretrained to {plan.steps(args.pretrain_only)} steps")
         return
     for arm in ARMS:
         if args.device_results:

@@ -26,7 +26,7 @@ class PretrainingConfig:
     debug: bool = False  # the original's quick mode: batch 8, 20 steps
     do_train: bool = True
     do_eval: bool = False
-    seed: int = 0
+    seed: int = 0  # initial weights, dropout, masking and data order
 
     # --- objective
     electra_objective: bool = True  # False: MLM only (BERT trained by the same code)

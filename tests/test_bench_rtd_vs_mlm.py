@@ -76,6 +76,17 @@ def test_finetune_ready_takes_only_the_checkpoints_saved_so_far(tmp_path, monkey
     assert not (plan.data_dir / "pretrain_tfrecords").exists()  # no dataset build, no pretraining
 
 
+def test_pretrain_only_runs_one_arm_and_no_fine_tuning(tmp_path, monkeypatch):
+    """--pretrain-only mlm: the dataset (when missing) and the MLM arm's pretraining, nothing of the ELECTRA
+    arm, no fine-tuning."""
+    calls = []
+    monkeypatch.setattr(rtd_vs_mlm, "build_dataset", lambda plan: calls.append("dataset"))
+    monkeypatch.setattr(rtd_vs_mlm, "pretrain", lambda plan, arm: calls.append(arm))
+    monkeypatch.setattr(rtd_vs_mlm, "finetune", lambda *args: calls.append("finetune"))
+    rtd_vs_mlm.main(["--work-dir", str(tmp_path), "--shared-data", str(tmp_path / "shared"), "--pretrain-only", "mlm"])
+    assert calls == ["dataset", "mlm"]
+
+
 def write_result(folder, task, median, complete=True):
     metric = get_task(task).primary_metric
     (folder / "results").mkdir(parents=True, exist_ok=True)

@@ -64,11 +64,11 @@ def test_mixed_precision_run_is_finite_checkpoints_float32_weights(data_dir, flo
     results = json.loads((model_dir / "eval_results.json").read_text())
     assert results["step"] == 6
     assert all(math.isfinite(results[k]) for k in ("total_loss", "masked_lm_loss", "disc_loss", "disc_auc"))
-    # Step 1 sees the same initial weights, batch and random draws as float32: only the precision differs,
-    # so its loss is close to float32's but (computed in 16 bits) not bit-identical.
+    # Step 1 sees the same initial weights (config.seed), batch and random draws as float32: only the
+    # precision differs, so its loss is close to float32's but (computed in 16 bits) not bit-identical.
     reference = train_scalars(float32_run, "total_loss")[1]
     got = train_scalars(model_dir, "total_loss")[1]
-    assert got != reference and abs(got - reference) < 0.05 * reference, (got, reference)
+    assert got != reference and abs(got - reference) < 0.01 * reference, (got, reference)
     # Checkpoints: every model weight and optimizer slot is stored in float32 (mixed precision keeps
     # float32 variables and computes in 16 bits); 6 optimizer updates were made.
     state = tf.train.get_checkpoint_state(str(model_dir))

@@ -196,3 +196,23 @@ def test_resuming_on_a_dataset_with_another_vocabulary_is_refused(data_dir, caps
     assert "another vocabulary" in capsys.readouterr().err
     assert copy.read_bytes() == before
     assert saved_steps(data_dir / "models" / "vocab_guard") == [10]
+
+
+def test_the_config_seed_names_the_initial_weights():
+    """Two builds of one config start from the same weights (so two runs differ only where their settings
+    do); another seed starts elsewhere."""
+    import numpy as np
+
+    from training.loop import build
+
+    def initial_weights(seed):
+        config = PretrainingConfig.create({
+            "model_size": "electra_tiny", "vocab_size": 50, "max_seq_length": 16, "seed": seed,
+            "model_hparam_overrides": MICRO_MODEL})
+        pretrainer, _ = build(config, tf.distribute.get_strategy())
+        return [np.array(v) for v in pretrainer.trainable_variables]
+
+    first, again, other = initial_weights(0), initial_weights(0), initial_weights(1)
+    assert len(first) > 20 and all(np.array_equal(a, b) for a, b in zip(first, again))
+    random_kernels = [i for i, w in enumerate(first) if w.ndim == 2]
+    assert random_kernels and not any(np.array_equal(first[i], other[i]) for i in random_kernels)

@@ -22,7 +22,10 @@ def resolve_jit(use_xla, device_kind):
 
 
 def build(config, strategy):
+    """Seeded by config.seed, so that a config names its initial weights (and dropout streams): two runs
+    of one config start equal, and differ only where their settings do."""
     keras.mixed_precision.set_dtype_policy(config.mixed_precision)
+    keras.utils.set_random_seed(config.seed)
     with strategy.scope():
         pretrainer = build_pretrainer(config)
         optimizer = build_optimizer(config)
