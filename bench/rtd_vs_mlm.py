@@ -396,8 +396,10 @@ def collect(plan):
 
 
 def finished_scores(plan, folder):
-    """{scores, std, majority_baseline: {task: value}, average (when every task is done)} of a folder."""
-    scores, baselines, spread = {}, {}, {}
+    """{scores, std, majority_baseline: {task: value}, average and seed_averages (when every task is done)}
+    of a folder. seed_averages[k] is the average over tasks of the trials with the k-th seed: their range
+    is how far the average moves with the fine-tuning seed, the error bar of the figure."""
+    scores, baselines, spread, by_seed = {}, {}, {}, {}
     for task in plan.tasks:
         if finetuned(folder, task):
             result = json.loads(results_file(folder, task).read_text())
@@ -405,9 +407,12 @@ def finished_scores(plan, folder):
             scores[task] = result["summary"][metric]["median"]
             spread[task] = result["summary"][metric]["std"]
             baselines[task] = result["majority_baseline"].get(metric)
+            by_seed[task] = {trial["seed"]: trial["metrics"][metric] for trial in result["trials"]}
     row = {"scores": scores, "std": spread, "majority_baseline": baselines}
     if len(scores) == len(plan.tasks):
         row["average"] = sum(scores.values()) / len(scores)
+        seeds = sorted(set.intersection(*(set(values) for values in by_seed.values())))
+        row["seed_averages"] = [sum(by_seed[task][seed] for task in plan.tasks) / len(plan.tasks) for seed in seeds]
     return row
 
 
@@ -477,9 +482,19 @@ def figures(plan, summary):
     for arm, rows in summary["arms"].items():
         done = [r for r in rows if "average" in r]
         if done:
-            ax.plot([r["flops"] for r in done], [r["average"] for r in done], marker="o", label=labels[arm])
+            averages = [r["average"] for r in done]
+            spread = [[a - min(r["seed_averages"]) for a, r in zip(averages, done)],
+                      [max(r["seed_averages"]) - a for a, r in zip(averages, done)]]
+            ax.errorbar([r["flops"] for r in done], averages, yerr=spread, marker="o", capsize=4,
+                        label=labels[arm])
     if "average" in summary.get("control", {}):
         ax.axhline(summary["control"]["average"], color="gray", linestyle="--", label="no pretraining")
+    baselines = [r["majority_baseline"] for rows in summary["arms"].values() for r in rows
+                 if len(r["majority_baseline"]) == len(plan.tasks)]
+    if baselines:
+        majority = sum(v or 0.0 for v in baselines[0].values()) / len(plan.tasks)
+        ax.axhline(majority, color="black", linestyle=":", label="majority class")
+    ax.set_title("median over tasks' seeds; bars: range of the per-seed averages", fontsize=8)
     ax.set_xscale("log")
     ax.set_xlabel("pretraining FLOPs")
     ax.set_ylabel(f"average dev score ({', '.join(plan.tasks)})")

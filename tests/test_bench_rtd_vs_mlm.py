@@ -88,11 +88,13 @@ def test_pretrain_only_runs_one_arm_and_no_fine_tuning(tmp_path, monkeypatch):
 
 
 def write_result(folder, task, median, complete=True):
+    """Three trials (seeds 0, 1, 2) at median - 1, median, median + 3."""
     metric = get_task(task).primary_metric
     (folder / "results").mkdir(parents=True, exist_ok=True)
+    trials = [{"seed": seed, "metrics": {metric: median + offset}} for seed, offset in enumerate((-1, 0, 3))]
     rtd_vs_mlm.results_file(folder, task).write_text(json.dumps({
-        "complete": complete, "primary_metric": metric, "majority_baseline": {metric: 50.0},
-        "summary": {metric: {"median": median, "mean": median, "std": 1.0}}}))
+        "complete": complete, "primary_metric": metric, "majority_baseline": {metric: 50.0}, "trials": trials,
+        "summary": {metric: {"median": median, "mean": median + 2 / 3, "std": 1.0}}}))
 
 
 def test_the_summary_counts_only_finished_cells(tmp_path):
@@ -108,6 +110,8 @@ def test_the_summary_counts_only_finished_cells(tmp_path):
     summary = rtd_vs_mlm.collect(plan)
     (electra_row,), (mlm_row,) = summary["arms"]["electra"], summary["arms"]["mlm"]
     assert electra_row["average"] == 40.0 and electra_row["flops"] == 300 * plan.flops_per_step("electra")
+    assert electra_row["seed_averages"] == [39.0, 40.0, 43.0]  # per seed, over tasks
+    assert "seed_averages" not in mlm_row
     assert mlm_row["scores"] == {"cola": 10.0} and "average" not in mlm_row
     table = rtd_vs_mlm.markdown(summary, plan.tasks)
     assert "| ELECTRA (RTD) | 300 |" in table and "| 20.0 ± 1.0 | 60.0 ± 1.0 | 40.0 |" in table
@@ -121,6 +125,8 @@ def test_the_summary_counts_only_finished_cells(tmp_path):
     summary = rtd_vs_mlm.collect(plan)
     assert summary["control"]["flops"] == 0 and summary["control"]["average"] == 29.0
     assert "| no pretraining | 0 | 0.00e+00 | 5.0 ± 1.0 | 53.0 ± 1.0 | 29.0 |" in rtd_vs_mlm.markdown(summary, plan.tasks)
+    rtd_vs_mlm.figures(plan, summary)  # error bars from the seed averages, the control and majority lines
+    assert (plan.work_dir / "dev_score_vs_flops.png").stat().st_size > 10_000
 
 
 def test_the_control_is_the_studys_discriminator_untrained(tmp_path):
