@@ -494,7 +494,8 @@ def figures(plan, summary):
     if baselines:
         majority = sum(v or 0.0 for v in baselines[0].values()) / len(plan.tasks)
         ax.axhline(majority, color="black", linestyle=":", label="majority class")
-    ax.set_title("median over tasks' seeds; bars: range of the per-seed averages", fontsize=8)
+    ax.set_title("points: average of the tasks' medians over seeds; bars: range of the per-seed averages",
+                 fontsize=8)
     ax.set_xscale("log")
     ax.set_xlabel("pretraining FLOPs")
     ax.set_ylabel(f"average dev score ({', '.join(plan.tasks)})")
