@@ -96,17 +96,11 @@ def unpack_examples(arrays):
 
 # ---------------------------------------------------------------- training
 def build(config_path):
-    import keras
-
     from configs.pretraining_config import PretrainingConfig
-    from pretrain.builder import build_optimizer, build_pretrainer
+    from pretrain.builder import build_for_training
 
     config = PretrainingConfig.load(config_path)
-    keras.mixed_precision.set_dtype_policy(config.mixed_precision)
-    keras.utils.set_random_seed(config.seed)
-    model = build_pretrainer(config)
-    optimizer = build_optimizer(config)
-    optimizer.build(model.trainable_variables)
+    model, optimizer = build_for_training(config)
     return config, model, optimizer
 
 

@@ -1,6 +1,8 @@
 """Builds the pretrainer's towers from a PretrainingConfig, wiring the original's sharing options."""
 import dataclasses
 
+import keras
+
 from model.embeddings import BertEmbeddings
 from model.encoder import BertEncoder
 from model.optimization import create_optimizer
@@ -69,3 +71,15 @@ def build_optimizer(config):
         weight_decay_rate=config.weight_decay_rate, lr_decay_power=config.lr_decay_power,
         optimizer=config.optimizer, epsilon=config.adam_epsilon, beta_1=config.adam_beta1,
         beta_2=config.adam_beta2, clip_norm=config.clip_norm)
+
+
+def build_for_training(config):
+    """(pretrainer, built optimizer) in the config's precision, seeded by config.seed so that a config
+    names its initial weights and dropout streams: two runs of one config start equal. Shared by
+    run_pretraining.py and the JAX trainer (bench/pretrain_jax.py), so both start the same way."""
+    keras.mixed_precision.set_dtype_policy(config.mixed_precision)
+    keras.utils.set_random_seed(config.seed)
+    pretrainer = build_pretrainer(config)
+    optimizer = build_optimizer(config)
+    optimizer.build(pretrainer.trainable_variables)
+    return pretrainer, optimizer

@@ -8,7 +8,7 @@ import numpy as np
 import tensorflow as tf
 
 from data import tfrecords
-from pretrain.builder import build_optimizer, build_pretrainer
+from pretrain.builder import build_for_training
 from pretrain.metrics import add_stats
 from training import checkpointing, reporting, run_config, strategy as strategy_lib
 from training.collapse import CollapseDetector
@@ -22,15 +22,8 @@ def resolve_jit(use_xla, device_kind):
 
 
 def build(config, strategy):
-    """Seeded by config.seed, so that a config names its initial weights (and dropout streams): two runs
-    of one config start equal, and differ only where their settings do."""
-    keras.mixed_precision.set_dtype_policy(config.mixed_precision)
-    keras.utils.set_random_seed(config.seed)
     with strategy.scope():
-        pretrainer = build_pretrainer(config)
-        optimizer = build_optimizer(config)
-        optimizer.build(pretrainer.trainable_variables)
-    return pretrainer, optimizer
+        return build_for_training(config)
 
 
 def train_dataset(strategy, config, dataset_dir, metadata, files, seed):
