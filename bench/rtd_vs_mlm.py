@@ -38,6 +38,7 @@ The same flags (--electra-steps, --budgets, --hparams) must be given to every ca
 """
 import argparse
 import dataclasses
+import fcntl
 import json
 import os
 import pathlib
@@ -132,12 +133,15 @@ def run(command, log_file, stage):
 
 
 def add_timing(work_dir, stage, seconds):
+    """Locked, because the arms may run as separate processes at once (--pretrain-only, --finetune-ready)."""
     path = work_dir / TIMINGS
-    timings = json.loads(path.read_text()) if path.is_file() else {}
-    timings[stage] = round(timings.get(stage, 0.0) + seconds, 1)
-    temp = path.with_suffix(".tmp")
-    temp.write_text(json.dumps(timings, indent=2, sort_keys=True))
-    temp.replace(path)
+    with open(work_dir / (TIMINGS + ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        timings = json.loads(path.read_text()) if path.is_file() else {}
+        timings[stage] = round(timings.get(stage, 0.0) + seconds, 1)
+        temp = path.with_suffix(".tmp")
+        temp.write_text(json.dumps(timings, indent=2, sort_keys=True))
+        temp.replace(path)
 
 
 def build_dataset(plan):

@@ -1,5 +1,6 @@
 """bench/rtd_vs_mlm.py: equal-FLOP budgets, per-checkpoint model folders, and the summary of what finished."""
 import json
+import threading
 
 import pytest
 import tensorflow as tf
@@ -154,6 +155,27 @@ def test_stage_timings_add_up_across_restarts_and_per_arm(tmp_path):
     seconds = json.loads((tmp_path / rtd_vs_mlm.TIMINGS).read_text())
     assert seconds["pretrain mlm"] == 180.0
     assert rtd_vs_mlm.stage_minutes(seconds) == {"finetune mlm": 2.0, "pretrain mlm": 3.0}
+
+
+def test_timings_from_arms_running_at_once_are_all_kept(tmp_path):
+    """Both arms' --pretrain-only runs and a --finetune-ready run may end stages at the same moment.
+    flock excludes separate open()s even within one process, so threads stand in for the processes."""
+    errors = []
+
+    def add_seconds(stage):
+        try:
+            for _ in range(200):
+                rtd_vs_mlm.add_timing(tmp_path, stage, 1.0)
+        except OSError as error:
+            errors.append(error)
+
+    workers = [threading.Thread(target=add_seconds, args=(f"stage {i % 2}",)) for i in range(4)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    assert not errors
+    assert json.loads((tmp_path / rtd_vs_mlm.TIMINGS).read_text()) == {"stage 0": 400.0, "stage 1": 400.0}
 
 
 def test_a_resumed_runs_curves_keep_the_last_write_of_each_step(tmp_path):
