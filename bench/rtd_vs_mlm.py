@@ -34,7 +34,7 @@ Pretraining on an accelerator without TensorFlow (JAX only), the rest here:
                          is no time for all
   --pretrain-only ARM    only stage 2 for one arm, then stop: to run the arms in another order, or on two
                          machines sharing the work folder
-The same flags (--electra-steps, --budgets, --hparams) must be given to every call of one study.
+The same flags (--electra-steps, --budgets, --extra-budgets, --hparams) must be given to every call of one study.
 """
 import argparse
 import dataclasses
@@ -78,6 +78,7 @@ class Plan:
     tasks: list
     seeds: int
     finetune_max_steps: int
+    extra_budgets: list = dataclasses.field(default_factory=list)  # more budgets, as ELECTRA steps
     model: dict = dataclasses.field(default_factory=lambda: dict(MODEL))
     pretraining: dict = dataclasses.field(default_factory=lambda: dict(PRETRAINING))
 
@@ -103,8 +104,14 @@ class Plan:
         return max(1, round(self.electra_steps * ratio / self.budgets)) * self.budgets
 
     def checkpoint_steps(self, arm):
+        """The budgets' checkpoints, ascending: the evenly spaced ones and the extra budgets, for MLM at the
+        step that has spent the ELECTRA step's FLOPs. Entry k of both arms is the same compute."""
         every = self.steps(arm) // self.budgets
-        return [every * (k + 1) for k in range(self.budgets)]
+        return sorted({every * (k + 1) for k in range(self.budgets)} | set(self.extra_checkpoint_steps(arm)))
+
+    def extra_checkpoint_steps(self, arm):
+        ratio = 1.0 if arm == "electra" else self.flops_per_step("electra") / self.flops_per_step("mlm")
+        return sorted({max(1, round(step * ratio)) for step in self.extra_budgets})
 
 
 def log(message):
@@ -158,7 +165,8 @@ def pretraining_hparams(plan, arm):
     steps = plan.steps(arm)
     return {**plan.arm_hparams(arm), "num_train_steps": steps,
             "num_warmup_steps": max(1, steps // 10), "save_checkpoints_steps": steps // plan.budgets,
-            "eval_every_steps": steps // plan.budgets}
+            "eval_every_steps": steps // plan.budgets,
+            "extra_checkpoint_steps": plan.extra_checkpoint_steps(arm)}
 
 
 def pretrain(plan, arm):
@@ -353,7 +361,7 @@ def ready_budgets(plan):
     """[(arm, step)] of the budget checkpoints pretraining has saved so far, the last budget first (when time
     runs out, the most-trained checkpoints are the ones measured)."""
     ready = []
-    for budget in reversed(range(plan.budgets)):
+    for budget in reversed(range(len(plan.checkpoint_steps("electra")))):
         for arm in ARMS:
             step = plan.checkpoint_steps(arm)[budget]
             if (plan.data_dir / "models" / arm / f"ckpt-{step}.index").is_file():
@@ -385,6 +393,7 @@ def finetune(plan, folder, task, log_name):
 def collect(plan):
     """Every finished cell: {arm: [{step, flops, scores: {task: median}, baselines, average}]}."""
     summary = {"plan": {"electra_steps": plan.steps("electra"), "mlm_steps": plan.steps("mlm"),
+                        "checkpoint_steps": {arm: plan.checkpoint_steps(arm) for arm in ARMS},
                         "flops_per_step": {arm: plan.flops_per_step(arm) for arm in ARMS},
                         "tasks": plan.tasks, "seeds": plan.seeds, "model": plan.model,
                         "pretraining": plan.pretraining,
@@ -541,6 +550,9 @@ def main(argv=None):
                         default=pathlib.Path(os.environ.get("ELECTRA_SHARED_DATA", REPO.parent / "shared" / "data")))
     parser.add_argument("--electra-steps", type=int, default=1500, help="the ELECTRA run's steps (batch 64)")
     parser.add_argument("--budgets", type=int, default=3, help="evenly spaced checkpoints per run")
+    parser.add_argument("--extra-budgets", default="",
+                        help="more budgets, as ELECTRA steps separated by commas (e.g. 500: a point below the "
+                             "first evenly spaced one); the MLM run saves at the steps of equal FLOPs")
     parser.add_argument("--tasks", default="cola,sst,mrpc,sts,rte")
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--finetune-max-steps", type=int, default=0,
@@ -564,8 +576,15 @@ def main(argv=None):
     tasks = args.tasks.split(",")
     for task in tasks:
         get_task(task)  # an unknown name stops here, before any work
+    try:
+        extra_budgets = [int(step) for step in args.extra_budgets.split(",") if step.strip()]
+    except ValueError:
+        raise InputError(f"--extra-budgets {args.extra_budgets!r}: give ELECTRA steps separated by commas, e.g. 500")
+    if any(not 0 < step < args.electra_steps for step in extra_budgets):
+        raise InputError(f"--extra-budgets {args.extra_budgets}: each must be between 1 and --electra-steps - 1 "
+                         f"({args.electra_steps - 1})")
     plan = Plan(args.work_dir.resolve(), args.shared_data.resolve(), args.electra_steps, args.budgets, tasks,
-                args.seeds, args.finetune_max_steps)
+                args.seeds, args.finetune_max_steps, extra_budgets)
     plan.pretraining.update(json.loads(args.hparams))
     plan.work_dir.mkdir(parents=True, exist_ok=True)
     log(f"ELECTRA {plan.steps('electra')} steps, MLM {plan.steps('mlm')} steps (equal FLOPs: "
@@ -598,7 +617,7 @@ def main(argv=None):
             import_device_run(plan, arm, args.device_results.resolve())
         else:
             pretrain(plan, arm)
-    for budget in range(plan.budgets):
+    for budget in range(len(plan.checkpoint_steps("electra"))):
         for arm in ARMS:
             folder = budget_folder(plan, arm, plan.checkpoint_steps(arm)[budget])
             for task in plan.tasks:

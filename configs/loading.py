@@ -76,6 +76,9 @@ def _coerce(value, field_type, key, source):
         return value
     if field_type is dict and isinstance(value, dict):
         return dict(value)
+    if field_type is tuple and isinstance(value, (list, tuple)) and all(
+            isinstance(v, int) and not isinstance(v, bool) for v in value):
+        return tuple(value)  # of ints: the only tuple fields are lists of steps
     raise InputError(
         f"{source}: {key} must be {getattr(field_type, '__name__', field_type)}, got {value!r}")
 

@@ -50,6 +50,7 @@ class PretrainingConfig:
     # --- training loop
     iterations_per_loop: int = 200  # steps per host loop / log line
     save_checkpoints_steps: int = 1000
+    extra_checkpoint_steps: tuple = ()  # also save (and, with do_eval, evaluate) at these steps: budgets of a study
     num_train_steps: int = 1000000
     num_eval_steps: int = 100
     keep_checkpoint_max: int = 5  # 0 keeps all
@@ -99,6 +100,10 @@ class PretrainingConfig:
                      "num_warmup_steps"):
             if getattr(self, name) < 0:
                 raise InputError(f"pretraining config: {name} {getattr(self, name)} must be 0 or more")
+
+        if any(step < 1 for step in self.extra_checkpoint_steps):
+            raise InputError(f"pretraining config: extra_checkpoint_steps {list(self.extra_checkpoint_steps)} must "
+                             "all be at least 1")
 
     # ---------------------------------------------------------------- building
     @classmethod

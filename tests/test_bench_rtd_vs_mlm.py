@@ -31,6 +31,38 @@ def test_the_mlm_run_gets_the_electra_runs_flops_at_every_budget(tmp_path):
     assert plan.arm_config("electra").model_config().hidden_size == 128
 
 
+def test_an_extra_budget_is_one_more_equal_flops_checkpoint_of_the_same_runs(tmp_path):
+    """--extra-budgets 250: a checkpoint before the evenly spaced ones, at ELECTRA step 250 and the MLM step of
+    the same FLOPs, saved by the same runs (same schedule), and fine-tuned like the others."""
+    plan = plan_in(tmp_path, extra_budgets=[250])
+    electra, mlm = plan.flops_per_step("electra"), plan.flops_per_step("mlm")
+    assert plan.checkpoint_steps("electra") == [250, 500, 1000, 1500]
+    first_mlm = plan.checkpoint_steps("mlm")[0]
+    assert abs(first_mlm * mlm - 250 * electra) <= mlm / 2  # the nearest whole step
+    assert plan.checkpoint_steps("mlm")[1:] == plan_in(tmp_path).checkpoint_steps("mlm")
+    for arm in ("electra", "mlm"):
+        hparams = rtd_vs_mlm.pretraining_hparams(plan, arm)
+        assert hparams["num_train_steps"] == plan_in(tmp_path).steps(arm)  # the schedule is unchanged
+        assert hparams["extra_checkpoint_steps"] == plan.checkpoint_steps(arm)[:1]
+        assert plan.arm_config(arm).extra_checkpoint_steps == ()  # the study's model itself is unchanged
+
+    run = plan.data_dir / "models" / "mlm"
+    run.mkdir(parents=True)
+    manager = tf.train.CheckpointManager(tf.train.Checkpoint(v=tf.Variable([1.0])), str(run), max_to_keep=None,
+                                         checkpoint_name="ckpt")
+    manager.save(checkpoint_number=first_mlm)
+    assert rtd_vs_mlm.ready_budgets(plan) == [("mlm", first_mlm)]
+    assert [row["step"] for row in rtd_vs_mlm.collect(plan)["arms"]["mlm"]] == plan.checkpoint_steps("mlm")
+
+
+@pytest.mark.parametrize("value, fragment", [("5OO", "separated by commas"), ("1500", "between 1 and")])
+def test_a_bad_extra_budget_is_one_line_exit_2(tmp_path, capsys, value, fragment):
+    with pytest.raises(SystemExit) as exit_info:
+        rtd_vs_mlm.main(["--work-dir", str(tmp_path), "--electra-steps", "1500", "--extra-budgets", value])
+    assert exit_info.value.code == 2
+    assert fragment in capsys.readouterr().err
+
+
 def test_a_budget_folder_holds_exactly_that_checkpoint(tmp_path):
     plan = plan_in(tmp_path)
     run = plan.data_dir / "models" / "electra"

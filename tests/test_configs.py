@@ -92,6 +92,8 @@ def test_hparams_from_a_json_file(tmp_path):
     ('{"mixed_precision": "float8"}', "mixed_precision"),
     ("no_such_file.json", "no_such_file.json"),
     ("[1, 2]", "JSON object"),
+    ('{"extra_checkpoint_steps": [500, "1000"]}', "extra_checkpoint_steps"),
+    ('{"extra_checkpoint_steps": [0]}', "at least 1"),
 ])
 def test_bad_hparams_are_input_errors(hparams, fragment):
     with pytest.raises(InputError, match=fragment.replace("[", r"\[")):

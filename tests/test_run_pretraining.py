@@ -216,3 +216,34 @@ def test_the_config_seed_names_the_initial_weights():
     assert len(first) > 20 and all(np.array_equal(a, b) for a, b in zip(first, again))
     random_kernels = [i for i, w in enumerate(first) if w.ndim == 2]
     assert random_kernels and not any(np.array_equal(first[i], other[i]) for i in random_kernels)
+
+
+def eval_steps(model_dir):
+    steps = set()
+    for path in pathlib.Path(model_dir, "logs", "eval").glob("events.out.tfevents.*"):
+        for event in tf.compat.v1.train.summary_iterator(str(path)):
+            if any(value.tag == "disc_auc" for value in event.summary.value):
+                steps.add(event.step)
+    return steps
+
+
+def test_extra_checkpoint_steps_save_and_evaluate_there_without_changing_the_run(data_dir, capsys):
+    """A study's budget between two regular checkpoints (extra_checkpoint_steps) is saved and evaluated at
+    exactly that step, and the run's trajectory is the same as without it: the final weights are equal."""
+    common = {**FAST, "num_train_steps": 8, "iterations_per_loop": 4, "save_checkpoints_steps": 4,
+              "keep_checkpoint_max": 0, "do_eval": True, "num_eval_steps": 2, "mixed_precision": "float32"}
+    for name, extra in (("plain", []), ("extra", [3])):
+        run_pretraining.main(cli(data_dir, "--hparams", json.dumps({**common, "extra_checkpoint_steps": extra}),
+                                 model=name))
+    out = capsys.readouterr().out
+    assert f"Saved checkpoint {data_dir / 'models' / 'extra' / 'ckpt-3'}" in out
+    assert saved_steps(data_dir / "models" / "extra") == [3, 4, 8]
+    assert saved_steps(data_dir / "models" / "plain") == [4, 8]
+    assert eval_steps(data_dir / "models" / "extra") == {3, 4, 8}
+    assert PretrainingConfig.load(data_dir / "models" / "extra" / "config.json").extra_checkpoint_steps == (3,)
+    plain = tf.train.load_checkpoint(str(data_dir / "models" / "plain" / "ckpt-8"))
+    extra = tf.train.load_checkpoint(str(data_dir / "models" / "extra" / "ckpt-8"))
+    names = [name for name in plain.get_variable_to_shape_map() if name.startswith("model/")]
+    assert names
+    for name in names:
+        assert (plain.get_tensor(name) == extra.get_tensor(name)).all(), name

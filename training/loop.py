@@ -124,6 +124,7 @@ class Run:
             boundaries = [total]
             for every in (log_every, save_every) + ((eval_every,) if config.do_eval else ()):
                 boundaries.append((step // every + 1) * every)
+            boundaries += [extra for extra in config.extra_checkpoint_steps if extra > step]
             num = min(boundaries) - step
             stats = to_numpy(steps.train(iterator, num, config.max_seq_length))
             # Updates, not loop iterations: a float16 step skipped for non-finite gradients does not
@@ -155,10 +156,11 @@ class Run:
                 if warning:
                     say(warning, error=True)
                 interval_stats, interval_start, interval_begin_step = None, time.monotonic(), step
-            if step % save_every == 0 or step == total:
+            extra = step in config.extra_checkpoint_steps
+            if step % save_every == 0 or step == total or extra:
                 path = checkpoints.save(step)
                 say(f"Saved checkpoint {path}")
-            if config.do_eval and (step % eval_every == 0 or step == total) and last_eval != step:
+            if config.do_eval and (step % eval_every == 0 or step == total or extra) and last_eval != step:
                 self.evaluate(steps, pretrainer, step)
                 last_eval = step
                 interval_start = time.monotonic()
