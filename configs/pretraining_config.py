@@ -100,7 +100,6 @@ class PretrainingConfig:
                      "num_warmup_steps"):
             if getattr(self, name) < 0:
                 raise InputError(f"pretraining config: {name} {getattr(self, name)} must be 0 or more")
-
         if any(step < 1 for step in self.extra_checkpoint_steps):
             raise InputError(f"pretraining config: extra_checkpoint_steps {list(self.extra_checkpoint_steps)} must "
                              "all be at least 1")
