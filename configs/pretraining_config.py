@@ -165,7 +165,9 @@ class PretrainingConfig:
         return pathlib.Path(self.data_dir) / "vocab.txt"
 
     def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
+        """As JSON holds it (tuples as lists), so a config read back from a file compares equal."""
+        values = dataclasses.asdict(self)
+        return {key: list(value) if isinstance(value, tuple) else value for key, value in values.items()}
 
     def save(self, path) -> None:
         loading.save_json(self.to_dict(), path)
