@@ -104,14 +104,20 @@ class Plan:
         return max(1, round(self.electra_steps * ratio / self.budgets)) * self.budgets
 
     def checkpoint_steps(self, arm):
-        """The budgets' checkpoints, ascending: the evenly spaced ones and the extra budgets, for MLM at the
-        step that has spent the ELECTRA step's FLOPs. Entry k of both arms is the same compute."""
+        """The budgets' checkpoints, ascending: the evenly spaced ones and the extra ones. Entry k of both
+        arms is the same compute."""
+        return sorted(self.evenly_spaced_steps(arm) + self.extra_checkpoint_steps(arm))
+
+    def evenly_spaced_steps(self, arm):
         every = self.steps(arm) // self.budgets
-        return sorted({every * (k + 1) for k in range(self.budgets)} | set(self.extra_checkpoint_steps(arm)))
+        return [every * (k + 1) for k in range(self.budgets)]
 
     def extra_checkpoint_steps(self, arm):
-        ratio = 1.0 if arm == "electra" else self.flops_per_step("electra") / self.flops_per_step("mlm")
-        return sorted({max(1, round(step * ratio)) for step in self.extra_budgets})
+        """The extra budgets that are not evenly spaced ones already (which would pair an arm's checkpoint with
+        two of the other's), for MLM at the nearest step of the ELECTRA step's FLOPs."""
+        extras = sorted(set(self.extra_budgets) - set(self.evenly_spaced_steps("electra")))
+        ratio = self.flops_per_step("electra") / self.flops_per_step(arm)
+        return [max(1, round(step * ratio)) for step in extras]
 
 
 def log(message):

@@ -45,6 +45,8 @@ def test_an_extra_budget_is_one_more_equal_flops_checkpoint_of_the_same_runs(tmp
         assert hparams["num_train_steps"] == plan_in(tmp_path).steps(arm)  # the schedule is unchanged
         assert hparams["extra_checkpoint_steps"] == plan.checkpoint_steps(arm)[:1]
         assert plan.arm_config(arm).extra_checkpoint_steps == ()  # the study's model itself is unchanged
+        # an extra budget that is already an evenly spaced one adds nothing, so the arms stay paired
+        assert plan_in(tmp_path, extra_budgets=[1000]).checkpoint_steps(arm) == plan_in(tmp_path).checkpoint_steps(arm)
 
     run = plan.data_dir / "models" / "mlm"
     run.mkdir(parents=True)
