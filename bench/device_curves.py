@@ -15,7 +15,7 @@ REPO = pathlib.Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from bench.pretrain_jax import METRICS_FILE, read_metrics  # noqa: E402
+from training_jax.pretrain import METRICS_FILE, read_metrics  # noqa: E402
 from bench.rtd_vs_mlm import ARMS, CURVES  # noqa: E402
 
 LABELS = {"electra": "ELECTRA (replaced-token detection)", "mlm": "MLM only (BERT objective)"}

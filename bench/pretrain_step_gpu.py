@@ -85,36 +85,10 @@ def build(args):
     return config, model, optimizer
 
 
-def make_step_fn(model, optimizer):
-    """The un-jitted update: (state, batch) → (state, loss, stats), state = (trainable, non-trainable,
-    optimizer variables) as lists of arrays. bench/pretrain_jax.py wraps it in its own jit."""
-    import jax
-    import keras
-
-    trainable_vars = model.trainable_variables
-    non_trainable_vars = model.non_trainable_variables
-
-    def loss_fn(trainable, non_trainable, batch):
-        mapping = list(zip(trainable_vars, trainable)) + list(zip(non_trainable_vars, non_trainable))
-        with keras.StatelessScope(state_mapping=mapping) as scope:
-            denominators = model.loss_denominators(batch)
-            loss, stats = model.train_loss_and_stats(batch, denominators)
-        new_non_trainable = [scope.get_current_value(v) for v in non_trainable_vars]
-        return loss, (stats, new_non_trainable)
-
-    grad_fn = jax.value_and_grad(loss_fn, has_aux=True)
-
-    def train_step(state, batch):
-        trainable, non_trainable, optimizer_vars = state
-        (loss, (stats, non_trainable)), grads = grad_fn(trainable, non_trainable, batch)
-        trainable, optimizer_vars = optimizer.stateless_apply(optimizer_vars, grads, trainable)
-        return (trainable, non_trainable, optimizer_vars), loss, stats
-
-    return train_step
-
-
 def make_train_step(model, optimizer):
     import jax
+
+    from training_jax.step import make_step_fn
 
     return jax.jit(make_step_fn(model, optimizer), donate_argnums=(0,))
 

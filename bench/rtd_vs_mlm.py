@@ -25,7 +25,7 @@ cut off by a stop is not counted, its rerun is).
 
 Pretraining on an accelerator without TensorFlow (JAX only), the rest here:
   --device-export DIR    stage 1, then each arm's resolved config and the examples as arrays into DIR; stop
-                         (on the accelerator: bench/pretrain_jax.py --study DIR --arm <arm> --out OUT/<arm>)
+                         (on the accelerator: python -m training_jax.pretrain --study DIR --arm <arm> --out OUT/<arm>)
   --device-results OUT   stage 2 imports OUT/<arm>/weights-<step>.npz as the budget folders and its
                          metrics as TensorBoard logs, instead of running run_pretraining.py
   --control-only         only the no-pretraining control's fine-tuning (it needs no pretraining)
@@ -216,12 +216,13 @@ def read_examples(dataset_dir, metadata, files, limit=None):
 
 
 def export_for_device(plan, out_dir):
-    """What bench/pretrain_jax.py needs on a machine without TensorFlow: each arm's resolved config,
+    """What training_jax.pretrain needs on a machine without TensorFlow: each arm's resolved config,
     the training and held-out examples as compact arrays, and the study's steps (study.json, last)."""
     import numpy as np
 
-    from bench import pretrain_jax
     from training import run_config
+    from training_jax import pretrain as pretrain_jax
+    from training_jax.arrays import pack_examples
 
     out_dir.mkdir(parents=True, exist_ok=True)
     study = {"log_every": DEVICE_LOG_EVERY, "eval_every": {}, "arms": {}}
@@ -238,28 +239,28 @@ def export_for_device(plan, out_dir):
     for name, files, limit in ((pretrain_jax.TRAIN_ARRAYS, train_files, None),
                                (pretrain_jax.EVAL_ARRAYS, eval_files, eval_count)):
         examples = read_examples(dataset_dir, metadata, files, limit)
-        packed = pretrain_jax.pack_examples(examples["input_ids"], examples["input_mask"], examples["segment_ids"])
+        packed = pack_examples(examples["input_ids"], examples["input_mask"], examples["segment_ids"])
         np.savez_compressed(out_dir / name, **packed)
         log(f"{name}: {len(packed['input_ids'])} examples from {len(files)} shard(s), "
             f"{(out_dir / name).stat().st_size / 1e6:.1f} MB")
     study["eval_examples"] = eval_count
     (out_dir / pretrain_jax.STUDY_FILE).write_text(json.dumps(study, indent=2))
-    log(f"wrote {out_dir}: run bench/pretrain_jax.py --study {out_dir} --arm <arm> on the accelerator")
+    log(f"wrote {out_dir}: run training_jax.pretrain --study {out_dir} --arm <arm> on the accelerator")
 
 
 def import_device_run(plan, arm, results_dir):
-    """Model folders <arm>_step<N> from bench/pretrain_jax.py's weights, and the run's curves as
+    """Model folders <arm>_step<N> from training_jax.pretrain's weights, and the run's curves as
     TensorBoard logs under models/<arm>/logs (what the figures read)."""
     import numpy as np
 
-    from bench import pretrain_jax
+    from training_jax import pretrain as pretrain_jax
 
     source = results_dir / arm
     metrics_file = source / pretrain_jax.METRICS_FILE
     device_run = pretrain_jax.read_metrics(source)[1] if metrics_file.is_file() else None
     if device_run is None:
         raise InputError(f"{metrics_file}: missing or without its final run record, so the device run of {arm} "
-                         "did not finish; run bench/pretrain_jax.py for it again")
+                         "did not finish; run training_jax.pretrain for it again")
     config, _, _ = resolved_config(plan, arm)
     if device_run["config"] != config.to_dict():
         raise InputError(f"{metrics_file}: trained with another config than this study's {arm} arm; export the "
@@ -281,7 +282,7 @@ def import_device_run(plan, arm, results_dir):
 
 
 def pretrainer_with_weights(config, weights, path):
-    """The config's pretrainer (TensorFlow backend) holding the weights saved by bench/pretrain_jax.py.
+    """The config's pretrainer (TensorFlow backend) holding the weights saved by training_jax.pretrain.
 
     Built under the process's dtype policy, not the config's: variables are float32 either way, and
     setting the global policy here would leak into whatever runs next in this process."""
@@ -310,10 +311,10 @@ def write_model_folder_for(folder, config, pretrainer, vocab_file, step):
 
 
 def write_curves(metrics_file, logs_dir):
-    """bench/pretrain_jax.py's metrics.jsonl → TensorBoard scalars in logs/train and logs/eval."""
+    """training_jax.pretrain's metrics.jsonl → TensorBoard scalars in logs/train and logs/eval."""
     import tensorflow as tf
 
-    from bench.pretrain_jax import read_metrics
+    from training_jax.pretrain import read_metrics
 
     splits, _ = read_metrics(metrics_file.parent)
     for split, records in splits.items():
@@ -566,10 +567,10 @@ def main(argv=None):
     parser.add_argument("--hparams", default="{}",
                         help="JSON overrides of the study's pretraining hparams (a smaller model for a trial run)")
     parser.add_argument("--device-export", type=pathlib.Path, default=None,
-                        help="build the dataset, write what bench/pretrain_jax.py needs to pretrain both arms "
+                        help="build the dataset, write what training_jax.pretrain needs to pretrain both arms "
                              "on an accelerator without TensorFlow into this folder, and stop")
     parser.add_argument("--device-results", type=pathlib.Path, default=None,
-                        help="the folder holding bench/pretrain_jax.py's <arm>/ outputs: import them instead "
+                        help="the folder holding training_jax.pretrain's <arm>/ outputs: import them instead "
                              "of running run_pretraining.py, then fine-tune as usual")
     parser.add_argument("--control-only", action="store_true",
                         help="fine-tune only the no-pretraining control (it needs no pretraining, so it can run "

@@ -24,7 +24,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from bench.device_curves import curve_grid  # noqa: E402
-from bench.pretrain_jax import METRICS_FILE, read_metrics  # noqa: E402
+from training_jax.pretrain import METRICS_FILE, read_metrics  # noqa: E402
 from bench.rtd_vs_mlm import CURVES, training_curves  # noqa: E402
 from data.errors import InputError, exit_on_input_error  # noqa: E402
 

@@ -76,7 +76,7 @@ def build_optimizer(config):
 def build_for_training(config):
     """(pretrainer, built optimizer) in the config's precision, seeded by config.seed so that a config
     names its initial weights and dropout streams: two runs of one config start equal. Shared by
-    run_pretraining.py and the JAX trainer (bench/pretrain_jax.py), so both start the same way."""
+    run_pretraining.py and the JAX trainer (training_jax.pretrain), so both start the same way."""
     keras.mixed_precision.set_dtype_policy(config.mixed_precision)
     keras.utils.set_random_seed(config.seed)
     pretrainer = build_pretrainer(config)

@@ -227,7 +227,7 @@ def test_a_resumed_runs_curves_keep_the_last_write_of_each_step(tmp_path):
 
 
 def test_the_device_path_trains_under_jax_and_imports_readable_budget_folders(tmp_path):
-    """--device-export → bench/pretrain_jax.py (JAX, no TensorFlow) → --device-results: each checkpoint
+    """--device-export → training_jax.pretrain (JAX, no TensorFlow) → --device-results: each checkpoint
     becomes a model folder fine-tuning reads, holding exactly the weights the device run saved. One arm is
     trained (the trainer and the import do not depend on the arm; ELECTRA's also has the discriminator)."""
     import os
@@ -236,7 +236,7 @@ def test_the_device_path_trains_under_jax_and_imports_readable_budget_folders(tm
 
     import numpy as np
 
-    from bench import pretrain_jax
+    from training_jax import pretrain as pretrain_jax
     from checkpoints.model_folder import load_model_folder
     from configs.pretraining_config import PretrainingConfig
     from finetune.pretrained import read_model_folder
@@ -260,7 +260,7 @@ def test_the_device_path_trains_under_jax_and_imports_readable_budget_folders(tm
     results = tmp_path / "results"
     env = dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu", PYTHONPATH=str(rtd_vs_mlm.REPO))
     # TensorFlow made unimportable, as on the accelerator machines: any use of it fails the run.
-    script = ("import sys; sys.modules['tensorflow'] = None; from bench import pretrain_jax; "
+    script = ("import sys; sys.modules['tensorflow'] = None; from training_jax import pretrain as pretrain_jax; "
               "pretrain_jax.main(sys.argv[1:])")
     completed = subprocess.run(
         [sys.executable, "-c", script, "--study", str(export), "--arm", "electra", "--out", str(results / "electra")],
@@ -293,7 +293,7 @@ def test_the_device_path_trains_under_jax_and_imports_readable_budget_folders(tm
 def test_packed_examples_round_trip():
     import numpy as np
 
-    from bench.pretrain_jax import pack_examples, unpack_examples
+    from training_jax.arrays import pack_examples, unpack_examples
 
     ids = np.array([[101, 7, 8, 102, 9, 102, 0, 0], [101, 5, 102, 0, 0, 0, 0, 0]])
     mask = (ids > 0).astype("int64")
@@ -311,7 +311,7 @@ def test_importing_an_unfinished_device_run_names_the_missing_file(tmp_path):
     plan = plan_in(tmp_path)
     cut_off = tmp_path / "results" / "electra"
     cut_off.mkdir(parents=True)
-    with pytest.raises(InputError, match=r"electra/metrics\.jsonl: missing.*run bench/pretrain_jax\.py"):
+    with pytest.raises(InputError, match=r"electra/metrics\.jsonl: missing.*run training_jax\.pretrain"):
         rtd_vs_mlm.import_device_run(plan, "electra", tmp_path / "results")
     (cut_off / "metrics.jsonl").write_text('{"split": "train", "step": 100, "masked_lm_loss": 7.0}\n')
     with pytest.raises(InputError, match="without its final run record"):  # killed before its last line

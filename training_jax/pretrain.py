@@ -1,0 +1,375 @@
+"""Pretraining under KERAS_BACKEND=jax from exported arrays, in pieces that resume where they stopped.
+
+    # where TensorFlow is installed: build the dataset and export what the accelerator needs
+    python bench/rtd_vs_mlm.py --work-dir runs/study --device-export device_study
+    # on the accelerator (JAX and Keras only); run the same command again until it says "done"
+    KERAS_BACKEND=jax python -m training_jax.pretrain --study device_study --arm electra \\
+        --out jax_runs/electra --time-limit-minutes 8.5
+
+What trains is what run_pretraining.py trains: the config was resolved by run_pretraining.py's own
+functions at export (config_<arm>.json); model, masking, sampling, losses, optimizer and schedule are
+pretrain.builder's; one update is training_jax.step's (value_and_grad + optimizer.stateless_apply under
+one jit). What differs is the outer loop: batches are drawn from NumPy arrays of the dataset's examples
+(a fresh seeded permutation per epoch) instead of tf.data, and the masking/sampling/dropout randomness
+comes from the model's own SeedGenerator instead of the TF loop's per-step seeds (same distributions,
+another stream).
+
+Pieces: the whole state (training_jax.state) is saved to --state-dir every --save-every-minutes, at the
+end, and before --time-limit-minutes runs out; the next call of the same command continues from it and
+computes the same updates as a run that never stopped. When the state is gone (a new machine), the run
+starts over at step 0 and says so.
+
+Writes to --out:
+  weights-<step>.npz  every model weight by its Keras path at each of the study's checkpoint steps
+                      (float weights rounded to float16 by default; --weights-dtype)
+  metrics.jsonl       one JSON line per log window ({"split": "train", "step", metric...}, averaged over
+                      the window) and per evaluation on the held-out examples ({"split": "eval", ...}); last,
+                      {"split": "run", ...}: the config, device, steps, wall-clock and throughput, which
+                      marks the run complete
+"""
+import argparse
+import json
+import os
+import pathlib
+import sys
+import time
+
+from training_jax import state as state_lib
+from training_jax.arrays import unpack_examples
+
+STUDY_FILE = "study.json"
+TRAIN_ARRAYS = "train.npz"
+EVAL_ARRAYS = "eval.npz"
+METRICS_FILE = "metrics.jsonl"
+LEGACY_RUN_FILE = "run.json"  # where the first runs (docs/data/h100_probe) wrote the run record
+DONE, PAUSED = "done", "paused"
+
+
+def read_metrics(folder):
+    """({"train": [...], "eval": [...]}, the run record or None while unfinished) of a run's folder."""
+    path = pathlib.Path(folder) / METRICS_FILE
+    records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    splits = {split: [r for r in records if r["split"] == split] for split in ("train", "eval")}
+    runs = [r for r in records if r["split"] == "run"]
+    legacy = pathlib.Path(folder) / LEGACY_RUN_FILE
+    run = runs[-1] if runs else json.loads(legacy.read_text()) if legacy.is_file() else None
+    return splits, run
+
+
+def weights_file(step):
+    return f"weights-{step}.npz"
+
+
+def build(config_path):
+    from configs.pretraining_config import PretrainingConfig
+    from pretrain.builder import build_for_training
+
+    config = PretrainingConfig.load(config_path)
+    model, optimizer = build_for_training(config)
+    return config, model, optimizer
+
+
+def add_stats(a, b):
+    import jax
+
+    return jax.tree_util.tree_map(lambda x, y: x + y, a, b)
+
+
+def make_functions(model, optimizer):
+    """(train, evaluate, zero_stats): train (jitted) gathers its batch by index from the device-resident
+    examples and adds the step's metric statistics to a running sum (no host round trip per step);
+    zero_stats(state, examples, batch_size) is that sum's starting value."""
+    import jax
+    import keras
+
+    from training_jax.step import make_step_fn
+
+    step_fn = make_step_fn(model, optimizer)
+    trainable_vars, non_trainable_vars = model.trainable_variables, model.non_trainable_variables
+
+    def train(state, stats_sum, examples, indices):
+        batch = {key: value[indices] for key, value in examples.items()}
+        state, loss, stats = step_fn(state, batch)
+        return state, add_stats(stats_sum, stats), loss
+
+    def evaluate(trainable, non_trainable, batch):
+        mapping = list(zip(trainable_vars, trainable)) + list(zip(non_trainable_vars, non_trainable))
+        with keras.StatelessScope(state_mapping=mapping) as scope:
+            stats = model.compute_losses(batch, training=False)["stats"]
+        return stats, [scope.get_current_value(v) for v in non_trainable_vars]
+
+    def zero_stats(state, examples, batch_size):
+        batch = {key: jax.ShapeDtypeStruct((batch_size, *value.shape[1:]), value.dtype)
+                 for key, value in examples.items()}
+        shapes = jax.eval_shape(step_fn, state, batch)[2]
+        return jax.tree_util.tree_map(lambda s: jax.numpy.zeros(s.shape, s.dtype), shapes)
+
+    return jax.jit(train, donate_argnums=(0, 1)), jax.jit(evaluate), zero_stats
+
+
+class Batches:
+    """Index batches over n examples: a fresh seeded permutation per epoch, the remainder carried over.
+    Its position (the generator's state and the indices not yet used) is saved with the run's state."""
+
+    def __init__(self, n, batch_size, seed):
+        import numpy as np
+
+        self.n, self.batch_size = n, batch_size
+        self.rng = np.random.default_rng(seed)
+        self.pending = np.empty(0, "int32")
+
+    def next(self):
+        import numpy as np
+
+        while len(self.pending) < self.batch_size:
+            self.pending = np.concatenate([self.pending, self.rng.permutation(self.n).astype("int32")])
+        indices, self.pending = self.pending[:self.batch_size], self.pending[self.batch_size:]
+        return indices
+
+    def position(self):
+        return {"rng": self.rng.bit_generator.state, "pending": self.pending.tolist()}
+
+    def restore(self, position):
+        import numpy as np
+
+        self.rng.bit_generator.state = position["rng"]
+        self.pending = np.asarray(position["pending"], "int32")
+
+
+def save_weights(path, model, dtype):
+    """{keras path: value}; float weights cast to `dtype`, integer state (seed generators) as is."""
+    import numpy as np
+
+    values = {}
+    for variable in model.weights:
+        value = np.asarray(variable.value)
+        values[variable.path] = value.astype(dtype) if np.issubdtype(value.dtype, np.floating) else value
+    temp = path.with_name(path.name + ".tmp.npz")
+    np.savez(temp, **values)
+    temp.replace(path)
+
+
+class Run:
+    """One arm's training from exported arrays: the device state, the loop, its pieces and its files."""
+
+    def __init__(self, args):
+        import jax
+        import keras
+        import numpy as np
+
+        self.args = args
+        study = json.loads((args.study / STUDY_FILE).read_text())
+        arm = study["arms"][args.arm]
+        self.checkpoint_steps = arm["checkpoint_steps"]
+        self.log_every, self.eval_every = study["log_every"], study["eval_every"][args.arm]
+        self.config, self.model, self.optimizer = build(args.study / arm["config_file"])
+        self.device = jax.devices()[0]
+        self.state_dir = args.state_dir or args.study / f"state_{args.arm}"
+        args.out.mkdir(parents=True, exist_ok=True)
+        self.metrics_path = args.out / METRICS_FILE
+        config = self.config
+        self.log(f"device {self.device.platform} {self.device.device_kind}; jax {jax.__version__}, keras "
+                 f"{keras.__version__}; {config.num_train_steps} steps of batch {config.train_batch_size}, "
+                 f"checkpoints {self.checkpoint_steps}")
+
+        with np.load(args.study / TRAIN_ARRAYS) as packed:
+            self.train_examples = {k: jax.device_put(v, self.device) for k, v in unpack_examples(packed).items()}
+        with np.load(args.study / EVAL_ARRAYS) as packed:
+            eval_examples = unpack_examples(packed)
+        self.num_train = int(self.train_examples["input_ids"].shape[0])
+        size = config.eval_batch_size
+        self.eval_batches = [{k: jax.device_put(v[i:i + size], self.device) for k, v in eval_examples.items()}
+                             for i in range(0, len(eval_examples["input_ids"]) - size + 1, size)
+                             ][:config.num_eval_steps]
+        self.log(f"{self.num_train} training examples, {len(self.eval_batches)} held-out batches of {size}")
+        self.train, self.evaluate, zero_stats = make_functions(self.model, self.optimizer)
+        # Everything committed to the device up front: the jitted functions' outputs are, and inputs placed
+        # otherwise would make the second call compile again (seen: the compile time twice over).
+        self.state = jax.device_put(([v.value for v in self.model.trainable_variables],
+                                     [v.value for v in self.model.non_trainable_variables],
+                                     [v.value for v in self.optimizer.variables]), self.device)
+        # The same masks at every evaluation; copies, since the training state's buffers are donated.
+        self.eval_state0 = jax.device_put(
+            [jax.numpy.array(v.value, copy=True) for v in self.model.non_trainable_variables], self.device)
+        self.batches = Batches(self.num_train, config.train_batch_size, config.seed)
+        self.stats_sum = jax.device_put(zero_stats(self.state, self.train_examples, config.train_batch_size),
+                                        self.device)
+        self.stats_tree = jax.tree_util.tree_structure(self.stats_sum)
+        self.step, self.wall_before = 0, 0.0
+
+    def log(self, message):
+        print(f"[{time.strftime('%H:%M:%S')}] {self.args.arm}: {message}", flush=True)
+
+    # ------------------------------------------------------------ the state between pieces
+    def _groups(self):
+        import jax
+
+        trainable, non_trainable, optimizer_vars = self.state
+        return {"trainable": trainable, "non_trainable": non_trainable, "optimizer": optimizer_vars,
+                "eval_non_trainable": self.eval_state0, "stats": jax.tree_util.tree_leaves(self.stats_sum)}
+
+    def save(self, wall_seconds):
+        import jax
+
+        groups = jax.device_get(self._groups())
+        metadata = {"batches": self.batches.position(), "metrics_bytes": self.metrics_path.stat().st_size,
+                    "wall_seconds": wall_seconds}
+        state_lib.save_state(self.state_dir, self.step, groups, metadata)
+
+    def resume(self):
+        """Continue from the saved state, or start at step 0 (saying so when an earlier piece is lost)."""
+        import jax
+
+        saved = state_lib.load_state(self.state_dir)
+        if saved is None:
+            if self.metrics_path.is_file() and self.metrics_path.stat().st_size:
+                self.log(f"no saved state in {self.state_dir}: the earlier pieces are lost, starting over at "
+                         "step 0")
+            self.metrics_path.write_text("")
+            return
+        step, groups, metadata = saved
+        try:
+            state_lib.check_matches(self.state_dir / state_lib.STATE_FILE, groups,
+                                    jax.device_get(self._groups()))
+        except ValueError as error:
+            sys.exit(f"error: {error}")
+        if not self.metrics_path.is_file() or self.metrics_path.stat().st_size < metadata["metrics_bytes"]:
+            sys.exit(f"error: {self.metrics_path} is shorter than when the state in {self.state_dir} was saved; "
+                     f"pass the --out of that run, or delete {self.state_dir} to start over")
+        with self.metrics_path.open("r+") as metrics:  # lines written after the save are written again
+            metrics.truncate(metadata["metrics_bytes"])
+        self.state = jax.device_put((groups["trainable"], groups["non_trainable"], groups["optimizer"]),
+                                    self.device)
+        self.eval_state0 = jax.device_put(groups["eval_non_trainable"], self.device)
+        self.stats_sum = jax.device_put(jax.tree_util.tree_unflatten(self.stats_tree, groups["stats"]),
+                                        self.device)
+        self.batches.restore(metadata["batches"])
+        self.step, self.wall_before = step, metadata["wall_seconds"]
+        self.log(f"resumed at step {step} from {self.state_dir}")
+
+    # ------------------------------------------------------------ the loop
+    def write_metrics(self, record):
+        with self.metrics_path.open("a") as out:
+            out.write(json.dumps(record) + "\n")
+
+    def run(self):
+        """Trains until the last step, --pause-at-step, or the time limit; returns DONE or PAUSED."""
+        import jax
+        import numpy as np
+
+        args, config = self.args, self.config
+        self.resume()
+        total = config.num_train_steps
+        if self.step >= total:
+            self.log(f"done already (step {self.step}); delete {self.state_dir} and {args.out} to train again")
+            return DONE
+        start = time.monotonic()
+        last_save, compile_seconds, window_start, window_from = start, None, None, self.step
+        timed_start = timed_from = None
+        limit = args.time_limit_minutes * 60 if args.time_limit_minutes else None
+        while self.step < total:
+            indices = jax.device_put(self.batches.next(), self.device)
+            self.state, self.stats_sum, loss = self.train(self.state, self.stats_sum, self.train_examples, indices)
+            self.step += 1
+            step = self.step
+            if compile_seconds is None:
+                loss.block_until_ready()
+                compile_seconds = time.monotonic() - start
+                self.log(f"first step (compile + run) {compile_seconds:.1f} s")
+                timed_start, timed_from = time.monotonic(), step
+                window_start, window_from = timed_start, step
+            if step % self.log_every == 0 or step == total:
+                values = self.model.finalize_metrics(jax.device_get(self.stats_sum))
+                self.stats_sum = jax.tree_util.tree_map(jax.numpy.zeros_like, self.stats_sum)
+                if not np.isfinite(values["total_loss"]):
+                    sys.exit(f"error: {args.arm}: the loss is not finite at step {step}")
+                now = time.monotonic()
+                rate = (step - window_from) / (now - window_start) if now > window_start else 0.0
+                window_start, window_from = now, step
+                self.write_metrics({"split": "train", "step": step, "steps_per_second": rate, **values})
+                eta = (total - step) / rate if rate else 0.0
+                self.log(f"step {step}/{total} {rate:.1f} steps/s, ETA {eta:.0f} s; " + ", ".join(
+                    f"{k} {values[k]:.4f}" for k in ("masked_lm_accuracy", "disc_auc", "total_loss") if k in values))
+            if step % self.eval_every == 0 or step == total or step in self.checkpoint_steps:
+                self.write_metrics({"split": "eval", "step": step, **self.evaluate_held_out()})
+            if step in self.checkpoint_steps:
+                self.write_weights(step)
+            now = time.monotonic()
+            wall = self.wall_before + now - start
+            if step == args.pause_at_step and step < total:
+                self.save(wall)
+                self.log(f"paused at step {step} (--pause-at-step); the same command continues")
+                return PAUSED
+            # Before the limit: a save takes seconds, and the next window must fit as well.
+            window = (now - timed_start) / max(1, step - timed_from) * self.log_every if timed_start else 0.0
+            if limit and step < total and now - start + 2 * window + 30 > limit:
+                self.save(wall)
+                self.log(f"stopped at step {step}/{total} to stay inside {args.time_limit_minutes:g} minutes; "
+                         "run the same command again to continue")
+                return PAUSED
+            if now - last_save > args.save_every_minutes * 60 and step < total:
+                self.save(wall)
+                last_save = time.monotonic()
+        wall = self.wall_before + time.monotonic() - start
+        timed = time.monotonic() - timed_start if timed_start else 0.0
+        self.write_metrics({
+            "split": "run", "arm": args.arm, "config": config.to_dict(),
+            "device": f"{self.device.platform} {self.device.device_kind}", "jax": jax.__version__,
+            "keras": __import__("keras").__version__, "num_train_steps": total,
+            "checkpoint_steps": self.checkpoint_steps, "wall_clock_seconds": round(wall, 1),
+            "compile_seconds": round(compile_seconds or 0.0, 1),
+            "steps_per_second": round((total - timed_from) / timed, 2) if timed else None,
+            "weights_dtype": args.weights_dtype, "train_examples": self.num_train,
+            "eval_examples": len(self.eval_batches) * config.eval_batch_size})
+        self.save(wall)  # the finished state, run record included: a rerun says "done" instead of training
+        self.log(f"done: {total} steps, {wall:.0f} s of training over all pieces")
+        return DONE
+
+    def evaluate_held_out(self):
+        import jax
+
+        non_trainable, summed = self.eval_state0, None
+        for batch in self.eval_batches:
+            stats, non_trainable = self.evaluate(self.state[0], non_trainable, batch)
+            summed = stats if summed is None else add_stats(summed, stats)
+        return self.model.finalize_metrics(jax.device_get(summed))
+
+    def write_weights(self, step):
+        for variable, value in zip(self.model.trainable_variables, self.state[0]):
+            variable.assign(value)
+        for variable, value in zip(self.model.non_trainable_variables, self.state[1]):
+            variable.assign(value)
+        save_weights(self.args.out / weights_file(step), self.model, self.args.weights_dtype)
+        self.log(f"saved {weights_file(step)}")
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--study", type=pathlib.Path, required=True,
+                        help="the folder bench/rtd_vs_mlm.py --device-export wrote")
+    parser.add_argument("--arm", required=True, choices=("electra", "mlm"))
+    parser.add_argument("--out", type=pathlib.Path, required=True)
+    parser.add_argument("--state-dir", type=pathlib.Path, default=None,
+                        help="where the resumable state is kept (default <study>/state_<arm>); hundreds of MB "
+                             "at electra_small, so keep it out of what is copied back")
+    parser.add_argument("--time-limit-minutes", type=float, default=0.0,
+                        help="save the state and stop before this many minutes (0: no limit)")
+    parser.add_argument("--save-every-minutes", type=float, default=3.0)
+    parser.add_argument("--pause-at-step", type=int, default=0,
+                        help="save the state and stop after this step (a planned interruption)")
+    parser.add_argument("--weights-dtype", default="float16", choices=("float16", "float32"))
+    return parser.parse_args(argv)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    os.environ.setdefault("KERAS_BACKEND", "jax")  # here, not at import: a TensorFlow process imports this module
+    import keras
+
+    if keras.backend.backend() != "jax":
+        sys.exit(f"run with KERAS_BACKEND=jax (got {keras.backend.backend()})")
+    return Run(args).run()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,33 @@
+"""One pretraining update as a pure function of its state, for jax.jit.
+
+The step is what run_pretraining.py's loop computes: model.loss_denominators + model.train_loss_and_stats
+inside a keras.StatelessScope (so the masking/sampling seed state and dropout seeds advance functionally),
+the gradient by jax.value_and_grad, and the optimizer's update by optimizer.stateless_apply.
+"""
+import jax
+import keras
+
+
+def make_step_fn(model, optimizer):
+    """The un-jitted update: (state, batch) → (state, loss, stats), state = (trainable, non-trainable,
+    optimizer variables) as lists of arrays. training_jax.pretrain wraps it in its own jit."""
+    trainable_vars = model.trainable_variables
+    non_trainable_vars = model.non_trainable_variables
+
+    def loss_fn(trainable, non_trainable, batch):
+        mapping = list(zip(trainable_vars, trainable)) + list(zip(non_trainable_vars, non_trainable))
+        with keras.StatelessScope(state_mapping=mapping) as scope:
+            denominators = model.loss_denominators(batch)
+            loss, stats = model.train_loss_and_stats(batch, denominators)
+        new_non_trainable = [scope.get_current_value(v) for v in non_trainable_vars]
+        return loss, (stats, new_non_trainable)
+
+    grad_fn = jax.value_and_grad(loss_fn, has_aux=True)
+
+    def train_step(state, batch):
+        trainable, non_trainable, optimizer_vars = state
+        (loss, (stats, non_trainable)), grads = grad_fn(trainable, non_trainable, batch)
+        trainable, optimizer_vars = optimizer.stateless_apply(optimizer_vars, grads, trainable)
+        return (trainable, non_trainable, optimizer_vars), loss, stats
+
+    return train_step
