@@ -226,6 +226,23 @@ def test_a_resumed_runs_curves_keep_the_last_write_of_each_step(tmp_path):
     assert curves["disc_loss"] == [(100, 9.0), (200, 8.5), (300, 6.0)]
 
 
+def export_tiny_study(tmp_path, electra_steps=6, budgets=2):
+    """A study of a 1-layer micro model (it compiles fastest under JAX) on a tiny dataset, exported for the
+    device: (plan, export folder)."""
+    from tests.helpers import MICRO_MODEL, build_tiny_dataset
+
+    plan = plan_in(tmp_path / "work", electra_steps=electra_steps, budgets=budgets, tasks=["rte"])
+    build_tiny_dataset(plan.data_dir, max_seq_length=32, num_shards=2)
+    vocab = plan.shared_data / "vocab" / "bert-base-uncased-vocab.txt"  # the study reads the shared vocab
+    vocab.parent.mkdir(parents=True)
+    vocab.write_text((plan.data_dir / "vocab.txt").read_text())
+    plan.model["model_hparam_overrides"] = {**MICRO_MODEL, "num_layers": 1}
+    plan.pretraining.update(train_batch_size=4, eval_batch_size=4, num_eval_steps=2)
+    export = tmp_path / "export"
+    rtd_vs_mlm.export_for_device(plan, export)
+    return plan, export
+
+
 def test_the_device_path_trains_under_jax_and_imports_readable_budget_folders(tmp_path):
     """--device-export → training_jax.pretrain (JAX, no TensorFlow) → --device-results: each checkpoint
     becomes a model folder fine-tuning reads, holding exactly the weights the device run saved. One arm is
@@ -240,17 +257,8 @@ def test_the_device_path_trains_under_jax_and_imports_readable_budget_folders(tm
     from checkpoints.model_folder import load_model_folder
     from configs.pretraining_config import PretrainingConfig
     from finetune.pretrained import read_model_folder
-    from tests.helpers import MICRO_MODEL, build_tiny_dataset
 
-    plan = plan_in(tmp_path / "work", electra_steps=6, budgets=2, tasks=["rte"])
-    build_tiny_dataset(plan.data_dir, max_seq_length=32, num_shards=2)
-    vocab = plan.shared_data / "vocab" / "bert-base-uncased-vocab.txt"  # the study reads the shared vocab
-    vocab.parent.mkdir(parents=True)
-    vocab.write_text((plan.data_dir / "vocab.txt").read_text())
-    plan.model["model_hparam_overrides"] = {**MICRO_MODEL, "num_layers": 1}  # compiles fastest under JAX
-    plan.pretraining.update(train_batch_size=4, eval_batch_size=4, num_eval_steps=2)
-    export = tmp_path / "export"
-    rtd_vs_mlm.export_for_device(plan, export)
+    plan, export = export_tiny_study(tmp_path)
     study = json.loads((export / pretrain_jax.STUDY_FILE).read_text())
     for arm in rtd_vs_mlm.ARMS:
         config = PretrainingConfig.load(export / study["arms"][arm]["config_file"])

@@ -1,0 +1,74 @@
+"""training_jax.pretrain in pieces: a run stopped (at a planned step, by its time limit) and resumed equals
+one that never stopped, bit for bit; a lost state starts over and says so; nothing imports TensorFlow."""
+import json
+import textwrap
+
+import numpy as np
+
+from bench.rtd_vs_mlm import REPO as REPO_ROOT
+from tests.helpers import run_script_under_jax
+from tests.test_bench_rtd_vs_mlm import export_tiny_study
+
+PIECES_SCRIPT = textwrap.dedent('''
+    import contextlib, io, json, sys
+    sys.modules["tensorflow"] = None  # as on the accelerator machines: any use of TensorFlow fails
+    from training_jax import pretrain
+
+    study, root = sys.argv[1], sys.argv[2]
+
+    def piece(name, *flags):
+        printed = io.StringIO()
+        with contextlib.redirect_stdout(printed):
+            outcome = pretrain.main(["--study", study, "--arm", "electra", "--out", f"{root}/{name}",
+                                     "--state-dir", f"{root}/{name}_state", *flags])
+        return outcome, printed.getvalue()
+
+    results = {"whole": piece("whole")[0]}
+    results["pieces"] = [piece("pieces", "--pause-at-step", "5"),
+                         piece("pieces", "--time-limit-minutes", "0.0001"),  # stops after its first step
+                         piece("pieces"), piece("pieces")]
+    import shutil
+    shutil.copyfile(f"{root}/pieces/metrics.jsonl", f"{root}/pieces_metrics.jsonl")
+    shutil.rmtree(f"{root}/pieces_state")  # a new machine: the state is gone, the earlier output is not
+    results["lost"] = piece("pieces", "--pause-at-step", "2")
+    print("RESULTS" + json.dumps(results))
+''')
+
+
+def without_timing(records):
+    drop = ("steps_per_second", "wall_clock_seconds", "compile_seconds")
+    return [{k: v for k, v in record.items() if k not in drop} for record in records]
+
+
+def test_a_run_in_pieces_equals_a_run_that_never_stopped(tmp_path):
+    plan, export = export_tiny_study(tmp_path, electra_steps=12, budgets=2)
+    study = json.loads((export / "study.json").read_text())
+    study["log_every"] = 4  # windows that a pause splits: their partial sums must survive it
+    (export / "study.json").write_text(json.dumps(study))
+    root = tmp_path / "runs"
+    script = PIECES_SCRIPT.replace("sys.argv[1], sys.argv[2]", f"{str(export)!r}, {str(root)!r}")
+    results = run_script_under_jax(script, REPO_ROOT)
+
+    assert results["whole"] == "done"
+    (first, first_log), (second, second_log), (third, third_log), (again, again_log) = results["pieces"]
+    assert (first, second, third, again) == ("paused", "paused", "done", "done")
+    assert "paused at step 5" in first_log
+    assert "resumed at step 5" in second_log and "stopped at step 6/12" in second_log
+    assert "resumed at step 6" in third_log and "done already" in again_log
+
+    whole, pieces = root / "whole", root / "pieces"
+    for step in plan.checkpoint_steps("electra"):  # 6 and 12
+        a, b = np.load(whole / f"weights-{step}.npz"), np.load(pieces / f"weights-{step}.npz")
+        assert sorted(a.files) == sorted(b.files) and len(a.files) > 10
+        for name in a.files:
+            np.testing.assert_array_equal(a[name], b[name], err_msg=name)
+    # Every logged metric, training windows and held-out evaluations, is the same number.
+    lines = [[json.loads(line) for line in path.read_text().splitlines()]
+             for path in (whole / "metrics.jsonl", root / "pieces_metrics.jsonl")]
+    assert [r["step"] for r in lines[0] if r["split"] == "train"] == [4, 8, 12]
+    assert without_timing(lines[0]) == without_timing(lines[1])
+
+    lost, lost_log = results["lost"]
+    assert lost == "paused" and "no saved state" in lost_log and "starting over at step 0" in lost_log
+    records = [json.loads(line) for line in (pieces / "metrics.jsonl").read_text().splitlines()]
+    assert max(r["step"] for r in records) == 2 and records[-1]["split"] != "run"  # begun again, not complete
