@@ -163,8 +163,8 @@ def main(argv=None):
         "n/a (unknown device peak: pass --peak-tflops)"
     print(f"first step (compile + run) {compile_s:.1f} s; last loss {float(loss):.4f} "
           f"(finite: {bool(np.isfinite(float(loss)))})")
-    print(f"| model | precision | batch | seq | s/step | sequences/s | tokens/s | TFLOP/s | of peak |")
-    print(f"|---|---|---|---|---|---|---|---|---|")
+    print("| model | precision | batch | seq | s/step | sequences/s | tokens/s | TFLOP/s | of peak |")
+    print("|---|---|---|---|---|---|---|---|---|")
     print(f"| {args.model_size} | {args.precision} | {args.batch_size} | {args.seq_length} | {step_s:.4f} | "
           f"{rate:,.1f} | {rate * args.seq_length:,.0f} | {achieved / 1e12:.3f} | {share} |")
     tensorflow_loaded = "tensorflow" in sys.modules

@@ -23,11 +23,14 @@ Stages, each skipped when its output is complete, so the same command continues 
 <work>/timings.json adds up the wall-clock seconds of every stage the script ran (across restarts; a run
 cut off by a stop is not counted, its rerun is).
 
-Pretraining on an accelerator without TensorFlow (JAX only), the rest here:
-  --device-export DIR    stage 1, then each arm's resolved config and the examples as arrays into DIR; stop
-                         (on the accelerator: python -m training_jax.pretrain --study DIR --arm <arm> --out OUT/<arm>)
-  --device-results OUT   stage 2 imports OUT/<arm>/weights-<step>.npz as the budget folders and its
-                         metrics as TensorBoard logs, instead of running run_pretraining.py
+Pretraining and fine-tuning on an accelerator without TensorFlow (JAX only; bench/rtd_vs_mlm_device.py):
+  --device-export DIR    stage 1, then each arm's resolved config, the examples and the fine-tuning tasks as
+                         arrays into DIR, and the accelerator's commands (printed, and in DIR/COMMANDS.txt):
+                         --device-size DIR, training_jax.pretrain per arm, --device-finetune DIR,
+                         --device-collect DIR --out OUT; stop
+  --device-results OUT   stage 2 imports what came back: OUT/<arm>/weights-<step>.npz (whole or in shards) as
+                         budget folders, the metrics as TensorBoard logs, OUT/finetune/<model>.json as the
+                         results of the models fine-tuned there, instead of running run_pretraining.py
   --control-only         only the no-pretraining control's fine-tuning (it needs no pretraining)
   --finetune-ready       only the fine-tuning of the budget checkpoints that exist now, the last budget first
                          (pretraining may still be running, or have been stopped): a partial table when there
@@ -181,150 +184,6 @@ def pretrain(plan, arm):
         return
     run(["run_pretraining.py", "--model-name", arm, "--data-dir", plan.data_dir, "--hparams",
          json.dumps(pretraining_hparams(plan, arm))], plan.work_dir / f"pretrain_{arm}.log", f"pretrain {arm}")
-
-
-# ---------------------------------------------------------------- pretraining on an accelerator
-EVALS_PER_RUN = 30  # held-out evaluations along each device run (the curves' resolution)
-DEVICE_LOG_EVERY = 100
-
-
-def resolved_config(plan, arm):
-    """The arm's config exactly as run_pretraining.py resolves it (size, --hparams, the dataset)."""
-    from training import run_config
-
-    config, overrides = run_config.resolve_config(arm, json.dumps(pretraining_hparams(plan, arm)), plan.data_dir)
-    dataset_dir, metadata = run_config.load_dataset(config)
-    config = run_config.apply_dataset(config, overrides, metadata, dataset_dir)
-    return config, dataset_dir, metadata
-
-
-def read_examples(dataset_dir, metadata, files, limit=None):
-    """{input_ids, input_mask, segment_ids} NumPy arrays of the shards' examples, in file order (at most
-    `limit`), read by the evaluation reader (every record once, in order)."""
-    import numpy as np
-
-    from data import tfrecords
-
-    parts, count = {}, 0
-    for batch in tfrecords.pretraining_dataset(dataset_dir, 4096, files=files, training=False, metadata=metadata):
-        for name, value in batch.items():
-            parts.setdefault(name, []).append(value.numpy())
-        count += len(parts["input_ids"][-1])
-        if limit and count >= limit:
-            break
-    return {name: np.concatenate(chunks)[:limit] for name, chunks in parts.items()}
-
-
-def export_for_device(plan, out_dir):
-    """What training_jax.pretrain needs on a machine without TensorFlow: each arm's resolved config,
-    the training and held-out examples as compact arrays, and the study's steps (study.json, last)."""
-    import numpy as np
-
-    from training import run_config
-    from training_jax import pretrain as pretrain_jax
-    from training_jax.arrays import pack_examples
-
-    out_dir.mkdir(parents=True, exist_ok=True)
-    study = {"log_every": DEVICE_LOG_EVERY, "eval_every": {}, "arms": {}}
-    for arm in ARMS:
-        config, _, _ = resolved_config(plan, arm)
-        config.save(out_dir / f"config_{arm}.json")
-        study["arms"][arm] = {"config_file": f"config_{arm}.json", "num_train_steps": config.num_train_steps,
-                              "checkpoint_steps": plan.checkpoint_steps(arm)}
-        study["eval_every"][arm] = max(1, config.num_train_steps // EVALS_PER_RUN)
-    # Both arms read the same dataset, held-out shards and evaluation size.
-    config, dataset_dir, metadata = resolved_config(plan, "electra")
-    train_files, eval_files = run_config.split_shards(config, dataset_dir, metadata)
-    eval_count = config.eval_batch_size * config.num_eval_steps
-    for name, files, limit in ((pretrain_jax.TRAIN_ARRAYS, train_files, None),
-                               (pretrain_jax.EVAL_ARRAYS, eval_files, eval_count)):
-        examples = read_examples(dataset_dir, metadata, files, limit)
-        packed = pack_examples(examples["input_ids"], examples["input_mask"], examples["segment_ids"])
-        np.savez_compressed(out_dir / name, **packed)
-        log(f"{name}: {len(packed['input_ids'])} examples from {len(files)} shard(s), "
-            f"{(out_dir / name).stat().st_size / 1e6:.1f} MB")
-    study["eval_examples"] = eval_count
-    (out_dir / pretrain_jax.STUDY_FILE).write_text(json.dumps(study, indent=2))
-    log(f"wrote {out_dir}: run training_jax.pretrain --study {out_dir} --arm <arm> on the accelerator")
-
-
-def import_device_run(plan, arm, results_dir):
-    """Model folders <arm>_step<N> from training_jax.pretrain's weights, and the run's curves as
-    TensorBoard logs under models/<arm>/logs (what the figures read)."""
-    import numpy as np
-
-    from training_jax import pretrain as pretrain_jax
-
-    source = results_dir / arm
-    metrics_file = source / pretrain_jax.METRICS_FILE
-    device_run = pretrain_jax.read_metrics(source)[1] if metrics_file.is_file() else None
-    if device_run is None:
-        raise InputError(f"{metrics_file}: missing or without its final run record, so the device run of {arm} "
-                         "did not finish; run training_jax.pretrain for it again")
-    config, _, _ = resolved_config(plan, arm)
-    if device_run["config"] != config.to_dict():
-        raise InputError(f"{metrics_file}: trained with another config than this study's {arm} arm; export the "
-                         "study again with the same flags and rerun the device runs")
-    vocab_file = plan.shared_data / "vocab" / "bert-base-uncased-vocab.txt"
-    for step in plan.checkpoint_steps(arm):
-        folder = plan.data_dir / "models" / f"{arm}_step{step}"
-        if (folder / "checkpoint").is_file():
-            continue
-        with np.load(source / pretrain_jax.weights_file(step)) as weights:
-            pretrainer = pretrainer_with_weights(config, weights, source / pretrain_jax.weights_file(step))
-        write_model_folder_for(folder, config, pretrainer, vocab_file, step)
-        log(f"imported {folder.name}")
-    curves_folder = plan.data_dir / "models" / arm
-    if not (curves_folder / pretrain_jax.METRICS_FILE).is_file():
-        write_curves(metrics_file, curves_folder / "logs")
-        shutil.copyfile(metrics_file, curves_folder / pretrain_jax.METRICS_FILE)  # last: the import is complete
-        add_timing(plan.work_dir, f"pretrain {arm} (device)", device_run["wall_clock_seconds"])
-
-
-def pretrainer_with_weights(config, weights, path):
-    """The config's pretrainer (TensorFlow backend) holding the weights saved by training_jax.pretrain.
-
-    Built under the process's dtype policy, not the config's: variables are float32 either way, and
-    setting the global policy here would leak into whatever runs next in this process."""
-    from pretrain.builder import build_pretrainer
-
-    pretrainer = build_pretrainer(config)
-    variables = {variable.path: variable for variable in pretrainer.weights}
-    if set(variables) != set(weights.files):
-        missing, extra = sorted(set(variables) - set(weights.files)), sorted(set(weights.files) - set(variables))
-        raise InputError(f"{path}: its weights do not match the study's model (missing {missing[:3]}, "
-                         f"unexpected {extra[:3]}); rerun the device run with this study's export")
-    for name, variable in variables.items():
-        value = weights[name]
-        if tuple(value.shape) != tuple(variable.shape):
-            raise InputError(f"{path}: {name} has shape {value.shape}, the model {variable.shape}; rerun the "
-                             "device run with this study's export")
-        variable.assign(value.astype(variable.dtype))
-    return pretrainer
-
-
-def write_model_folder_for(folder, config, pretrainer, vocab_file, step):
-    from checkpoints.model_folder import write_model_folder
-
-    config = dataclasses.replace(config, model_name=folder.name)
-    write_model_folder(folder, config, pretrainer, vocab_file, step=step, overwrite=True)
-
-
-def write_curves(metrics_file, logs_dir):
-    """training_jax.pretrain's metrics.jsonl → TensorBoard scalars in logs/train and logs/eval."""
-    import tensorflow as tf
-
-    from training_jax.pretrain import read_metrics
-
-    splits, _ = read_metrics(metrics_file.parent)
-    for split, records in splits.items():
-        writer = tf.summary.create_file_writer(str(logs_dir / split))
-        with writer.as_default():
-            for record in records:
-                for name, value in record.items():
-                    if name not in ("split", "step"):
-                        tf.summary.scalar(name, value, step=record["step"])
-        writer.close()
 
 
 def budget_folder(plan, arm, step):
@@ -552,7 +411,8 @@ def write_summary(plan):
 @exit_on_input_error
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--work-dir", type=pathlib.Path, required=True)
+    parser.add_argument("--work-dir", type=pathlib.Path, default=None, help="the study's folder (required but "
+                        "for the accelerator's stages --device-size, --device-finetune and --device-collect)")
     parser.add_argument("--shared-data", type=pathlib.Path,
                         default=pathlib.Path(os.environ.get("ELECTRA_SHARED_DATA", REPO.parent / "shared" / "data")))
     parser.add_argument("--electra-steps", type=int, default=1500, help="the ELECTRA run's steps (batch 64)")
@@ -560,6 +420,9 @@ def main(argv=None):
     parser.add_argument("--extra-budgets", default="",
                         help="more budgets, as ELECTRA steps separated by commas (e.g. 500: a point below the "
                              "first evenly spaced one); the MLM run saves at the steps of equal FLOPs")
+    parser.add_argument("--model-size", default="study",
+                        help="'study': the small shape the CPU study uses (hidden 128, 4 layers); or a model size "
+                             "as run_pretraining.py names them (electra_small: the paper's, for a GPU)")
     parser.add_argument("--tasks", default="cola,sst,mrpc,sts,rte")
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--finetune-max-steps", type=int, default=0,
@@ -579,7 +442,33 @@ def main(argv=None):
                         help="fine-tune only the budget checkpoints pretraining has saved so far, and stop")
     parser.add_argument("--pretrain-only", choices=ARMS, default=None,
                         help="build the dataset if needed, pretrain only this arm, and stop")
+    accelerator = parser.add_argument_group("on the accelerator (JAX, no TensorFlow; no --work-dir)")
+    accelerator.add_argument("--device-size", type=pathlib.Path, default=None, metavar="EXPORT",
+                             help="measure both arms' speed and set the steps so both finish in --minutes")
+    accelerator.add_argument("--device-finetune", type=pathlib.Path, default=None, metavar="EXPORT",
+                             help="fine-tune each arm's last checkpoint and the control; stops before --minutes")
+    accelerator.add_argument("--device-collect", type=pathlib.Path, default=None, metavar="EXPORT",
+                             help="copy what comes back (at most 8 files) into --out")
+    accelerator.add_argument("--minutes", type=float, default=None,
+                             help="--device-size: the pretraining time of both arms (default 17, two pieces); "
+                                  "--device-finetune: this piece's limit (default 8.5); --device-export: the "
+                                  "pretraining minutes its printed commands plan for")
+    accelerator.add_argument("--out", type=pathlib.Path, default=None, help="--device-collect: where to copy")
     args = parser.parse_args(argv)
+    if args.device_size or args.device_finetune or args.device_collect:
+        from bench import rtd_vs_mlm_device as device
+
+        if args.device_size:
+            device.size_on_device(args.device_size, args.minutes or 2 * device.PIECE_MINUTES)
+        elif args.device_finetune:
+            device.finetune_on_device(args.device_finetune, args.minutes or device.PIECE_MINUTES)
+        else:
+            if args.out is None:
+                raise InputError("--device-collect: give --out (on the accelerator, $OUT)")
+            device.collect_from_device(args.device_collect, args.out)
+        return
+    if args.work_dir is None:
+        raise InputError("--work-dir: required (the study's folder, e.g. runs/rtd_vs_mlm)")
     tasks = args.tasks.split(",")
     for task in tasks:
         get_task(task)  # an unknown name stops here, before any work
@@ -592,6 +481,8 @@ def main(argv=None):
                          f"({args.electra_steps - 1})")
     plan = Plan(args.work_dir.resolve(), args.shared_data.resolve(), args.electra_steps, args.budgets, tasks,
                 args.seeds, args.finetune_max_steps, extra_budgets)
+    if args.model_size != "study":
+        plan.model = {"model_size": args.model_size}
     plan.pretraining.update(json.loads(args.hparams))
     plan.work_dir.mkdir(parents=True, exist_ok=True)
     log(f"ELECTRA {plan.steps('electra')} steps, MLM {plan.steps('mlm')} steps (equal FLOPs: "
@@ -613,20 +504,34 @@ def main(argv=None):
         return
     build_dataset(plan)
     if args.device_export:
-        export_for_device(plan, args.device_export.resolve())
+        from bench.rtd_vs_mlm_device import export_for_device
+
+        export_for_device(plan, args.device_export.resolve(), minutes=args.minutes)
         return
     if args.pretrain_only:
         pretrain(plan, args.pretrain_only)
         log(f"{args.pretrain_only} pretrained to {plan.steps(args.pretrain_only)} steps")
         return
-    for arm in ARMS:
-        if args.device_results:
+    if args.device_results:
+        from bench.rtd_vs_mlm_device import import_device_finetuning, import_device_run
+
+        for arm in ARMS:
             import_device_run(plan, arm, args.device_results.resolve())
-        else:
+        import_device_finetuning(plan, args.device_results.resolve())
+    else:
+        for arm in ARMS:
             pretrain(plan, arm)
     for budget in range(len(plan.checkpoint_steps("electra"))):
         for arm in ARMS:
-            folder = budget_folder(plan, arm, plan.checkpoint_steps(arm)[budget])
+            step = plan.checkpoint_steps(arm)[budget]
+            model_folder = plan.data_dir / "models" / f"{arm}_step{step}"
+            if all(finetuned(model_folder, task) for task in plan.tasks):
+                continue  # fine-tuned already (here, or on the accelerator)
+            if args.device_results and not (model_folder / "checkpoint").is_file():
+                log(f"{arm} step {step}: no weights came back and no results; its fine-tuning is left to the "
+                    "accelerator (--device-finetune)")
+                continue
+            folder = budget_folder(plan, arm, step)
             for task in plan.tasks:
                 finetune(plan, folder, task, arm)
                 write_summary(plan)

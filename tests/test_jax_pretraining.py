@@ -4,10 +4,11 @@ import json
 import textwrap
 
 import numpy as np
+import pytest
 
 from bench.rtd_vs_mlm import REPO as REPO_ROOT
 from tests.helpers import run_script_under_jax
-from tests.test_bench_rtd_vs_mlm import export_tiny_study
+from tests.test_bench_rtd_vs_mlm_device import export_tiny_study
 
 PIECES_SCRIPT = textwrap.dedent('''
     import contextlib, io, json, sys
@@ -72,3 +73,18 @@ def test_a_run_in_pieces_equals_a_run_that_never_stopped(tmp_path):
     assert lost == "paused" and "no saved state" in lost_log and "starting over at step 0" in lost_log
     records = [json.loads(line) for line in (pieces / "metrics.jsonl").read_text().splitlines()]
     assert max(r["step"] for r in records) == 2 and records[-1]["split"] != "run"  # begun again, not complete
+
+
+def test_packed_examples_round_trip():
+    import numpy as np
+
+    from training_jax.arrays import pack_examples, unpack_examples
+
+    ids = np.array([[101, 7, 8, 102, 9, 102, 0, 0], [101, 5, 102, 0, 0, 0, 0, 0]])
+    mask = (ids > 0).astype("int64")
+    segments = np.array([[0, 0, 0, 0, 1, 1, 0, 0], [0] * 8])
+    unpacked = unpack_examples(pack_examples(ids, mask, segments))
+    for name, expected in (("input_ids", ids), ("input_mask", mask), ("segment_ids", segments)):
+        np.testing.assert_array_equal(unpacked[name], expected)
+    with pytest.raises(ValueError, match="one run of 1s"):
+        pack_examples(ids, mask, np.array([[0, 1, 0, 0, 1, 1, 0, 0], [0] * 8]))

@@ -152,7 +152,7 @@ def save_weights(path, model, dtype):
 class Run:
     """One arm's training from exported arrays: the device state, the loop, its pieces and its files."""
 
-    def __init__(self, args):
+    def __init__(self, args, config_file=None):
         import jax
         import keras
         import numpy as np
@@ -162,10 +162,9 @@ class Run:
         arm = study["arms"][args.arm]
         self.checkpoint_steps = arm["checkpoint_steps"]
         self.log_every, self.eval_every = study["log_every"], study["eval_every"][args.arm]
-        self.config, self.model, self.optimizer = build(args.study / arm["config_file"])
+        self.config, self.model, self.optimizer = build(args.study / (config_file or arm["config_file"]))
         self.device = jax.devices()[0]
         self.state_dir = args.state_dir or args.study / f"state_{args.arm}"
-        args.out.mkdir(parents=True, exist_ok=True)
         self.metrics_path = args.out / METRICS_FILE
         config = self.config
         self.log(f"device {self.device.platform} {self.device.device_kind}; jax {jax.__version__}, keras "
@@ -258,6 +257,7 @@ class Run:
         import numpy as np
 
         args, config = self.args, self.config
+        args.out.mkdir(parents=True, exist_ok=True)
         self.resume()
         total = config.num_train_steps
         if self.step >= total:
@@ -325,6 +325,21 @@ class Run:
         self.log(f"done: {total} steps, {wall:.0f} s of training over all pieces")
         return DONE
 
+    def measure(self, steps):
+        """(steps/s, seconds of the first step: compile and run) of the update, on this run's initial state,
+        which it consumes: a Run that measured does not train."""
+        import jax
+
+        start, loss = time.monotonic(), None
+        for index in range(steps + 1):
+            if index == 1:
+                loss.block_until_ready()
+                compiled = time.monotonic()
+            indices = jax.device_put(self.batches.next(), self.device)
+            self.state, self.stats_sum, loss = self.train(self.state, self.stats_sum, self.train_examples, indices)
+        loss.block_until_ready()
+        return steps / (time.monotonic() - compiled), compiled - start
+
     def evaluate_held_out(self):
         import jax
 
@@ -341,6 +356,12 @@ class Run:
             variable.assign(value)
         save_weights(self.args.out / weights_file(step), self.model, self.args.weights_dtype)
         self.log(f"saved {weights_file(step)}")
+
+
+def measure(study_dir, config_file, arm, steps=30):
+    """(steps/s, compile seconds) of one arm's update at `config_file` of the study (nothing is written)."""
+    run = Run(parse_args(["--study", str(study_dir), "--arm", arm, "--out", str(study_dir)]), config_file)
+    return run.measure(steps)
 
 
 def parse_args(argv=None):

@@ -1,0 +1,455 @@
+"""The RTD-vs-MLM study with its pretraining and fine-tuning on an accelerator that holds JAX but no
+TensorFlow (bench/rtd_vs_mlm.py's --device-* stages). The training itself is training_jax's; this module
+only moves the study's work there and back.
+
+Here (TensorFlow):
+  export   the dataset's examples as arrays, each arm's resolved config, the study's plan, and the
+           fine-tuning tasks featurised as arrays; prints the accelerator's commands, one shell line each,
+           with their expected minutes
+There (JAX only; every command resumes, so each may be cut off and run again):
+  size     measures both arms' steps/s and compile time, and sets the ELECTRA steps (the MLM steps follow at
+           equal FLOPs) so that both arms finish in the minutes given
+  pretrain training_jax.pretrain for both arms at once, in pieces under a time limit
+  finetune training_jax.finetune on each arm's last checkpoint and the randomly initialised control
+  collect  what comes back, in at most 8 files of at most 15 MiB
+Here again:
+  import   model folders from the weights that came back, the fine-tuning results into the study's
+           folders, the curves as TensorBoard logs; then the summary as for a CPU study
+"""
+import dataclasses
+import json
+import pathlib
+import shutil
+import subprocess
+import sys
+import time
+
+from bench.rtd_vs_mlm import ARMS, CONTROL, REPO, Plan, add_timing, log, pretraining_hparams
+from data.errors import InputError
+
+EVALS_PER_RUN = 30  # held-out evaluations along each device run (the curves' resolution)
+DEVICE_LOG_EVERY = 100
+FINETUNE_DIR = "finetune_tasks"  # in the export: the tasks' featurised arrays
+PIECE_MINUTES = 8.5  # one accelerator command is at most 10 minutes here: a piece, its start and its copies
+SHARD_BYTES = 15 * 2 ** 20  # what comes back: at most 8 files of 16 MiB each
+RUNS = "runs"  # on the accelerator, beside the export: <export>/runs/<arm>/, <export>/runs/finetune/<model>/
+# Fine-tuning updates per second of electra_small at batch 32 on one H100 under JAX: an assumption until
+# a device run measures it (the durations printed at export use it, and say so).
+ASSUMED_FINETUNE_UPDATES_PER_SECOND = 60.0
+
+
+def resolved_config(plan, arm):
+    """The arm's config exactly as run_pretraining.py resolves it (size, --hparams, the dataset)."""
+    from training import run_config
+
+    config, overrides = run_config.resolve_config(arm, json.dumps(pretraining_hparams(plan, arm)), plan.data_dir)
+    dataset_dir, metadata = run_config.load_dataset(config)
+    config = run_config.apply_dataset(config, overrides, metadata, dataset_dir)
+    return config, dataset_dir, metadata
+
+
+def read_examples(dataset_dir, metadata, files, limit=None):
+    """{input_ids, input_mask, segment_ids} NumPy arrays of the shards' examples, in file order (at most
+    `limit`), read by the evaluation reader (every record once, in order)."""
+    import numpy as np
+
+    from data import tfrecords
+
+    parts, count = {}, 0
+    for batch in tfrecords.pretraining_dataset(dataset_dir, 4096, files=files, training=False, metadata=metadata):
+        for name, value in batch.items():
+            parts.setdefault(name, []).append(value.numpy())
+        count += len(parts["input_ids"][-1])
+        if limit and count >= limit:
+            break
+    return {name: np.concatenate(chunks)[:limit] for name, chunks in parts.items()}
+
+
+# ---------------------------------------------------------------- here: export
+def plan_record(plan):
+    """What the accelerator needs of the plan to size the runs again (no paths: they are this machine's)."""
+    return {"electra_steps": plan.electra_steps, "budgets": plan.budgets, "extra_budgets": plan.extra_budgets,
+            "model": plan.model, "pretraining": plan.pretraining, "tasks": plan.tasks, "seeds": plan.seeds}
+
+
+def plan_from_record(record, folder):
+    return Plan(work_dir=folder, shared_data=folder, electra_steps=record["electra_steps"],
+                budgets=record["budgets"], tasks=record["tasks"], seeds=record["seeds"], finetune_max_steps=0,
+                extra_budgets=record["extra_budgets"], model=record["model"], pretraining=record["pretraining"])
+
+
+def arm_entry(plan, arm, config, config_file):
+    return {"config_file": config_file, "num_train_steps": config.num_train_steps,
+            "checkpoint_steps": plan.checkpoint_steps(arm)}
+
+
+def export_for_device(plan, out_dir, finetune_tasks=True, minutes=None):
+    """What the accelerator needs: each arm's resolved config, the training and held-out examples as
+    compact arrays, the fine-tuning tasks as arrays, and the study's plan (study.json, last)."""
+    import numpy as np
+
+    from training import run_config
+    from training_jax import pretrain as pretrain_jax
+    from training_jax.arrays import pack_examples
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    study = {"log_every": DEVICE_LOG_EVERY, "eval_every": {}, "arms": {}, "plan": plan_record(plan)}
+    for arm in ARMS:
+        config, _, _ = resolved_config(plan, arm)
+        config.save(out_dir / f"config_{arm}.json")
+        study["arms"][arm] = arm_entry(plan, arm, config, f"config_{arm}.json")
+        study["eval_every"][arm] = max(1, config.num_train_steps // EVALS_PER_RUN)
+    # Both arms read the same dataset, held-out shards and evaluation size.
+    config, dataset_dir, metadata = resolved_config(plan, "electra")
+    train_files, eval_files = run_config.split_shards(config, dataset_dir, metadata)
+    eval_count = config.eval_batch_size * config.num_eval_steps
+    for name, files, limit in ((pretrain_jax.TRAIN_ARRAYS, train_files, None),
+                               (pretrain_jax.EVAL_ARRAYS, eval_files, eval_count)):
+        examples = read_examples(dataset_dir, metadata, files, limit)
+        packed = pack_examples(examples["input_ids"], examples["input_mask"], examples["segment_ids"])
+        np.savez_compressed(out_dir / name, **packed)
+        log(f"{name}: {len(packed['input_ids'])} examples from {len(files)} shard(s), "
+            f"{(out_dir / name).stat().st_size / 1e6:.1f} MB")
+    study["eval_examples"] = eval_count
+    if finetune_tasks:
+        study["finetune_updates"] = export_finetune_tasks(plan, config, out_dir / FINETUNE_DIR)
+    (out_dir / pretrain_jax.STUDY_FILE).write_text(json.dumps(study, indent=2))
+    log(f"wrote {out_dir}")
+    commands = device_commands(out_dir, study, minutes)
+    (out_dir / "COMMANDS.txt").write_text("".join(f"# {note}\n{line}\n" for note, line in commands))
+    print("On the accelerator, from the repository's root (each line one command; each resumes when run again):")
+    for note, line in commands:
+        print(f"  # {note}\n  {line}")
+
+
+def export_finetune_tasks(plan, config, folder):
+    """The study's tasks featurised with the study's vocabulary (the shared GLUE files), as arrays; returns
+    {task: updates per fine-tuning run} of the recipe for the arms' size."""
+    from finetune.arrays import export_tasks
+
+    return export_tasks(plan.tasks, plan.shared_data / "glue", config, folder)
+
+
+def device_commands(study_dir, study, minutes=None):
+    """[(note, shell line)] for the accelerator, in order; the durations are what the plan expects."""
+    study_dir = pathlib.Path(study_dir)
+    runs = study_dir / RUNS
+    minutes = minutes or 2 * PIECE_MINUTES
+    pieces = -(-minutes // PIECE_MINUTES)
+    jax_env = "KERAS_BACKEND=jax"
+    lines = [
+        (f"size the runs (about 3 min): both arms' steps/s measured, so that both finish in {minutes:g} minutes",
+         f"{jax_env} python bench/rtd_vs_mlm.py --device-size {study_dir} --minutes {minutes:g}"),
+        (f"pretrain both arms at once ({PIECE_MINUTES:g} min; run it {pieces:g} times, until both say done)",
+         f"mkdir -p {runs} && for arm in electra mlm; do XLA_PYTHON_CLIENT_MEM_FRACTION=.45 {jax_env} "
+         f"python -m training_jax.pretrain --study {study_dir} --arm $arm --out {runs}/$arm "
+         f"--time-limit-minutes {PIECE_MINUTES:g} > {runs}/$arm.log 2>&1 & done; wait; tail -n 2 {runs}/*.log")]
+    updates = study.get("finetune_updates")
+    if updates:
+        seeds = study["plan"]["seeds"]
+        total = sum(updates.values()) * seeds * (len(ARMS) + 1)
+        expected = total / ASSUMED_FINETUNE_UPDATES_PER_SECOND / 60 / (len(ARMS) + 1)  # the models at once
+        lines.append((f"fine-tune each arm's last checkpoint and the control, {seeds} seeds ({total:,} updates; "
+                      f"about {expected:.0f} min at an assumed {ASSUMED_FINETUNE_UPDATES_PER_SECOND:g} updates/s "
+                      f"per model; stops before {PIECE_MINUTES:g} min, run it again until it says done)",
+                      f"{jax_env} python bench/rtd_vs_mlm.py --device-finetune {study_dir} "
+                      f"--minutes {PIECE_MINUTES:g}"))
+    lines.append(("collect what comes back (at most 8 files; seconds)",
+                  f"python bench/rtd_vs_mlm.py --device-collect {study_dir} --out $OUT"))
+    return lines
+
+
+# ---------------------------------------------------------------- there: size, fine-tune, collect
+def read_study(study_dir):
+    from training_jax.pretrain import STUDY_FILE
+
+    path = pathlib.Path(study_dir) / STUDY_FILE
+    if not path.is_file():
+        raise InputError(f"{path}: missing; export the study first (bench/rtd_vs_mlm.py --device-export)")
+    return json.loads(path.read_text())
+
+
+def write_study(study_dir, study):
+    from training_jax.pretrain import STUDY_FILE
+
+    temp = pathlib.Path(study_dir) / (STUDY_FILE + ".tmp")
+    temp.write_text(json.dumps(study, indent=2))
+    temp.replace(pathlib.Path(study_dir) / STUDY_FILE)
+
+
+def size_on_device(study_dir, minutes, measure_steps=30):
+    """Measures both arms (steps/s and compile seconds of the exported configs) and sets the ELECTRA steps
+    so that both arms, run one after the other, finish within `minutes` including one compile per piece:
+    a bound that running them at once only improves. Rewrites the arms' configs (config_<arm>_sized.json,
+    the exported ones kept) and study.json; prints the --electra-steps the import here must be given."""
+    from configs.pretraining_config import PretrainingConfig
+    from training_jax.pretrain import measure
+
+    study_dir = pathlib.Path(study_dir)
+    study = read_study(study_dir)
+    if any(study_dir.glob("state_*")) or (study_dir / RUNS).exists():
+        raise InputError(f"{study_dir}: pretraining has begun with the current size; sizing again would change "
+                         f"a running schedule (delete {study_dir / RUNS} and the state_* folders to start over)")
+    plan = plan_from_record(study["plan"], study_dir)
+    exported = {arm: study["arms"][arm].get("exported_config_file", study["arms"][arm]["config_file"])
+                for arm in ARMS}
+    measured = {arm: measure(study_dir, exported[arm], arm, measure_steps) for arm in ARMS}
+    for arm, (rate, compile_seconds) in measured.items():
+        log(f"{arm}: {rate:.2f} steps/s after a {compile_seconds:.0f} s compile")
+    ratio = plan.steps("mlm") / plan.steps("electra")
+    pieces = -(-minutes // PIECE_MINUTES)
+    compile_seconds = pieces * sum(seconds for _, seconds in measured.values())
+    seconds_per_electra_step = 1 / measured["electra"][0] + ratio / measured["mlm"][0]
+    evaluations = 1.05  # held-out evaluations and logging: about 5% measured on the H100 probe
+    usable = 0.9 * minutes * 60 - compile_seconds
+    steps = int(usable / (seconds_per_electra_step * evaluations)) // plan.budgets * plan.budgets
+    if steps < plan.budgets:
+        raise InputError(f"--minutes {minutes:g}: too short for one step per budget at the measured speed; "
+                         "give more minutes")
+    sized = dataclasses.replace(plan, electra_steps=steps,
+                                extra_budgets=[s for s in plan.extra_budgets if s < steps])
+    for arm in ARMS:
+        config = PretrainingConfig.load(study_dir / exported[arm])
+        step_fields = {key: value for key, value in pretraining_hparams(sized, arm).items()
+                       if key in ("num_train_steps", "num_warmup_steps", "save_checkpoints_steps",
+                                  "eval_every_steps", "extra_checkpoint_steps")}
+        step_fields["extra_checkpoint_steps"] = tuple(step_fields["extra_checkpoint_steps"])
+        config = dataclasses.replace(config, **step_fields)
+        config.save(study_dir / f"config_{arm}_sized.json")
+        study["arms"][arm] = {**arm_entry(sized, arm, config, f"config_{arm}_sized.json"),
+                              "exported_config_file": exported[arm],
+                              "measured_steps_per_second": round(measured[arm][0], 3),
+                              "measured_compile_seconds": round(measured[arm][1], 1)}
+        study["eval_every"][arm] = max(1, config.num_train_steps // EVALS_PER_RUN)
+    study["plan"] = plan_record(sized)
+    study["sized_for_minutes"] = minutes
+    write_study(study_dir, study)
+    log(f"sized: ELECTRA {sized.steps('electra')} steps, MLM {sized.steps('mlm')} steps (checkpoints "
+        f"{sized.checkpoint_steps('electra')} / {sized.checkpoint_steps('mlm')}); expected "
+        f"{(steps * seconds_per_electra_step * evaluations + compile_seconds) / 60:.1f} min one arm after the "
+        f"other. Back here, give the study --electra-steps {steps}")
+    return steps
+
+
+def finetune_jobs(study_dir, study):
+    """[(model name, weights file or None, task)] of the fine-tuning the accelerator runs: each arm's last
+    checkpoint and the control, every task."""
+    from training_jax.pretrain import weights_file
+
+    jobs = []
+    for arm in ARMS:
+        last = study["arms"][arm]["checkpoint_steps"][-1]
+        jobs += [(f"{arm}_step{last}", study_dir / RUNS / arm / weights_file(last), task)
+                 for task in study["plan"]["tasks"]]
+    return jobs + [(CONTROL, None, task) for task in study["plan"]["tasks"]]
+
+
+def finetuned_on_device(study_dir, model, task):
+    path = pathlib.Path(study_dir) / RUNS / "finetune" / model / f"{task}_results.json"
+    return path.is_file() and json.loads(path.read_text()).get("complete", False)
+
+
+def finetune_on_device(study_dir, minutes, parallel=3):
+    """Runs the fine-tuning jobs not finished yet, `parallel` at a time (the GPU is far from full with one
+    small model), each a training_jax.finetune process; starts none that could not finish before `minutes`
+    (by the slowest finished job so far), so a piece stops in time and the next call continues."""
+    import os
+
+    study_dir = pathlib.Path(study_dir)
+    study = read_study(study_dir)
+    pending = [job for job in finetune_jobs(study_dir, study) if not finetuned_on_device(study_dir, job[0], job[2])]
+    missing = sorted({str(weights) for _, weights, _ in pending if weights is not None and not weights.is_file()})
+    if missing:
+        raise InputError(f"{missing[0]}: missing; pretrain both arms to their last step first")
+    start, running, slowest = time.monotonic(), [], 0.0
+    env = dict(os.environ, KERAS_BACKEND="jax", XLA_PYTHON_CLIENT_MEM_FRACTION=f"{0.9 / parallel:.2f}")
+    config_file = study_dir / study["arms"]["electra"]["config_file"]
+    log(f"{len(pending)} fine-tuning jobs to run, {parallel} at a time")
+    while pending or running:
+        for process, job, began, log_file in list(running):
+            if process.poll() is not None:
+                running.remove((process, job, began, log_file))
+                slowest = max(slowest, time.monotonic() - began)
+                if process.returncode:
+                    raise SystemExit(f"stopped: fine-tuning {job[0]} on {job[2]} exited with {process.returncode}; "
+                                     f"see {log_file}")
+                log(f"{job[0]} {job[2]}: done in {(time.monotonic() - began) / 60:.1f} min")
+        left = minutes * 60 - (time.monotonic() - start)
+        while pending and len(running) < parallel and left > 1.2 * slowest:
+            model, weights, task = job = pending.pop(0)
+            out = study_dir / RUNS / "finetune" / model
+            out.mkdir(parents=True, exist_ok=True)
+            command = [sys.executable, "-m", "training_jax.finetune", "--tasks-dir", str(study_dir / FINETUNE_DIR),
+                       "--config", str(config_file), "--weights", str(weights) if weights else "none",
+                       "--out", str(out), "--tasks", task, "--seeds", str(study["plan"]["seeds"])]
+            log_file = out / f"{task}.log"
+            with open(log_file, "w") as log_out:
+                process = subprocess.Popen(command, cwd=REPO, env=env, stdout=log_out, stderr=subprocess.STDOUT)
+            running.append((process, job, time.monotonic(), log_file))
+        if not running and pending:
+            log(f"stopped before the time limit with {len(pending)} jobs left; run the same command again")
+            return False
+        time.sleep(1.0)
+    log("done: every fine-tuning job has its results")
+    return True
+
+
+def collect_from_device(study_dir, out):
+    """At most 8 files into `out`: each arm's metrics.jsonl, the ELECTRA arm's last weights in shards of at
+    most 15 MiB, and one JSON per fine-tuned model holding its tasks' results files."""
+    import numpy as np
+
+    from training_jax.pretrain import METRICS_FILE, weights_file
+
+    study_dir, out = pathlib.Path(study_dir), pathlib.Path(out)
+    study = read_study(study_dir)
+    for arm in ARMS:
+        (out / arm).mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(study_dir / RUNS / arm / METRICS_FILE, out / arm / METRICS_FILE)
+    last = study["arms"]["electra"]["checkpoint_steps"][-1]
+    with np.load(study_dir / RUNS / "electra" / weights_file(last)) as weights:
+        write_shards({name: weights[name] for name in weights.files}, out / "electra", weights_file(last))
+    (out / "finetune").mkdir(exist_ok=True)
+    for model in sorted({job[0] for job in finetune_jobs(study_dir, study)}):
+        folder = study_dir / RUNS / "finetune" / model
+        results = {path.name: json.loads(path.read_text()) for path in sorted(folder.glob("*_results.json"))}
+        (out / "finetune" / f"{model}.json").write_text(json.dumps(results))
+    files = sorted(p for p in out.rglob("*") if p.is_file())
+    log(f"collected {len(files)} files, {sum(p.stat().st_size for p in files) / 2 ** 20:.1f} MiB: "
+        + ", ".join(str(p.relative_to(out)) for p in files))
+
+
+def shard_name(name, index, count):
+    return name.replace(".npz", f".part{index}of{count}.npz")
+
+
+def write_shards(values, folder, name, max_bytes=SHARD_BYTES):
+    """`values` as <name>.part<k>of<n>.npz files of at most max_bytes each (whole arrays per file)."""
+    import numpy as np
+
+    groups, current, size = [], {}, 0
+    for key in sorted(values):
+        nbytes = values[key].nbytes
+        if current and size + nbytes > max_bytes:
+            groups.append(current)
+            current, size = {}, 0
+        current[key], size = values[key], size + nbytes
+    groups.append(current)
+    for index, group in enumerate(groups, 1):
+        np.savez(pathlib.Path(folder) / shard_name(name, index, len(groups)), **group)
+
+
+def read_weights(folder, name):
+    """{key: array} of <folder>/<name>, or of its shards when the whole file did not come back; None if
+    neither is there."""
+    import numpy as np
+
+    folder = pathlib.Path(folder)
+    paths = [folder / name] if (folder / name).is_file() else sorted(
+        folder.glob(name.replace(".npz", ".part*of*.npz")))
+    if not paths:
+        return None
+    count = int(paths[0].name.rsplit("of", 1)[1].split(".")[0]) if paths[0].name != name else 1
+    if len(paths) != count:
+        raise InputError(f"{folder}: {len(paths)} of the {count} shards of {name}; copy the missing ones back")
+    values = {}
+    for path in paths:
+        with np.load(path) as part:
+            values.update({key: part[key] for key in part.files})
+    return values
+
+
+# ---------------------------------------------------------------- here: import
+def import_device_run(plan, arm, results_dir):
+    """Model folders <arm>_step<N> from the weights that came back, the fine-tuning results that came back
+    into the study's folders, and the run's curves as TensorBoard logs under models/<arm>/logs."""
+    from training_jax import pretrain as pretrain_jax
+
+    source = results_dir / arm
+    metrics_file = source / pretrain_jax.METRICS_FILE
+    device_run = pretrain_jax.read_metrics(source)[1] if metrics_file.is_file() else None
+    if device_run is None:
+        raise InputError(f"{metrics_file}: missing or without its final run record, so the device run of {arm} "
+                         "did not finish; run training_jax.pretrain for it again")
+    config, _, _ = resolved_config(plan, arm)
+    if device_run["config"] != config.to_dict():
+        steps = device_run["config"]["num_train_steps"]
+        hint = (f" (it trained {steps} steps, this study {config.num_train_steps}: the accelerator sized the run, "
+                "so give the --electra-steps that --device-size printed)" if steps != config.num_train_steps else "")
+        raise InputError(f"{metrics_file}: trained with another config than this study's {arm} arm{hint}; export "
+                         "the study again with the same flags and rerun the device runs")
+    vocab_file = plan.shared_data / "vocab" / "bert-base-uncased-vocab.txt"
+    for step in plan.checkpoint_steps(arm):
+        folder = plan.data_dir / "models" / f"{arm}_step{step}"
+        if (folder / "checkpoint").is_file():
+            continue
+        weights = read_weights(source, pretrain_jax.weights_file(step))
+        if weights is None:
+            continue  # not brought back: its fine-tuning ran on the device, or is still to run there
+        pretrainer = pretrainer_with_weights(config, weights, source / pretrain_jax.weights_file(step))
+        write_model_folder_for(folder, config, pretrainer, vocab_file, step)
+        log(f"imported {folder.name}")
+    curves_folder = plan.data_dir / "models" / arm
+    if not (curves_folder / pretrain_jax.METRICS_FILE).is_file():
+        write_curves(metrics_file, curves_folder / "logs")
+        shutil.copyfile(metrics_file, curves_folder / pretrain_jax.METRICS_FILE)  # last: the import is complete
+        add_timing(plan.work_dir, f"pretrain {arm} (device)", device_run["wall_clock_seconds"])
+
+
+def import_device_finetuning(plan, results_dir):
+    """finetune/<model>.json (the results files of each model fine-tuned on the device) → the study's
+    <work>/data/models/<model>/results/, where the summary reads them. Results already here are kept."""
+    for bundle in sorted((pathlib.Path(results_dir) / "finetune").glob("*.json")):
+        folder = plan.data_dir / "models" / bundle.stem / "results"
+        for name, result in json.loads(bundle.read_text()).items():
+            path = folder / name
+            if not path.is_file():
+                folder.mkdir(parents=True, exist_ok=True)
+                path.write_text(json.dumps(result, indent=2))
+                log(f"imported {bundle.stem} {name}")
+
+
+def pretrainer_with_weights(config, weights, path):
+    """The config's pretrainer (TensorFlow backend) holding the weights saved by training_jax.pretrain.
+
+    Built under the process's dtype policy, not the config's: variables are float32 either way, and
+    setting the global policy here would leak into whatever runs next in this process."""
+    from pretrain.builder import build_pretrainer
+
+    pretrainer = build_pretrainer(config)
+    variables = {variable.path: variable for variable in pretrainer.weights}
+    if set(variables) != set(weights):
+        missing, extra = sorted(set(variables) - set(weights)), sorted(set(weights) - set(variables))
+        raise InputError(f"{path}: its weights do not match the study's model (missing {missing[:3]}, "
+                         f"unexpected {extra[:3]}); rerun the device run with this study's export")
+    for name, variable in variables.items():
+        value = weights[name]
+        if tuple(value.shape) != tuple(variable.shape):
+            raise InputError(f"{path}: {name} has shape {value.shape}, the model {variable.shape}; rerun the "
+                             "device run with this study's export")
+        variable.assign(value.astype(variable.dtype))
+    return pretrainer
+
+
+def write_model_folder_for(folder, config, pretrainer, vocab_file, step):
+    from checkpoints.model_folder import write_model_folder
+
+    config = dataclasses.replace(config, model_name=folder.name)
+    write_model_folder(folder, config, pretrainer, vocab_file, step=step, overwrite=True)
+
+
+def write_curves(metrics_file, logs_dir):
+    """training_jax.pretrain's metrics.jsonl → TensorBoard scalars in logs/train and logs/eval."""
+    import tensorflow as tf
+
+    from training_jax.pretrain import read_metrics
+
+    splits, _ = read_metrics(metrics_file.parent)
+    for split, records in splits.items():
+        writer = tf.summary.create_file_writer(str(logs_dir / split))
+        with writer.as_default():
+            for record in records:
+                for name, value in record.items():
+                    if name not in ("split", "step"):
+                        tf.summary.scalar(name, value, step=record["step"])
+        writer.close()
