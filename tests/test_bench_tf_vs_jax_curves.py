@@ -5,7 +5,7 @@ import pytest
 import tensorflow as tf
 
 from bench import tf_vs_jax_curves
-from bench.pretrain_jax import METRICS_FILE
+from training_jax.pretrain import METRICS_FILE
 
 
 def write_tf_logs(model_dir, split, records):
