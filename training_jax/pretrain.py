@@ -251,8 +251,10 @@ class Run:
         with self.metrics_path.open("a") as out:
             out.write(json.dumps(record) + "\n")
 
-    def run(self):
-        """Trains until the last step, --pause-at-step, or the time limit; returns DONE or PAUSED."""
+    def run(self, started=None):
+        """Trains until the last step, --pause-at-step, or the time limit counted from `started` (a
+        time.monotonic() reading: the process's start, so that building and compiling count); returns DONE
+        or PAUSED."""
         import jax
         import numpy as np
 
@@ -264,6 +266,7 @@ class Run:
             self.log(f"done already (step {self.step}); delete {self.state_dir} and {args.out} to train again")
             return DONE
         start = time.monotonic()
+        started = started or start
         last_save, compile_seconds, window_start, window_from = start, None, None, self.step
         timed_start = timed_from = None
         limit = args.time_limit_minutes * 60 if args.time_limit_minutes else None
@@ -302,7 +305,7 @@ class Run:
                 return PAUSED
             # Before the limit: a save takes seconds, and the next window must fit as well.
             window = (now - timed_start) / max(1, step - timed_from) * self.log_every if timed_start else 0.0
-            if limit and step < total and now - start + 2 * window + 30 > limit:
+            if limit and step < total and now - started + 2 * window + 30 > limit:
                 self.save(wall)
                 self.log(f"stopped at step {step}/{total} to stay inside {args.time_limit_minutes:g} minutes; "
                          "run the same command again to continue")
@@ -383,13 +386,14 @@ def parse_args(argv=None):
 
 
 def main(argv=None):
+    started = time.monotonic()
     args = parse_args(argv)
     os.environ.setdefault("KERAS_BACKEND", "jax")  # here, not at import: a TensorFlow process imports this module
     import keras
 
     if keras.backend.backend() != "jax":
         sys.exit(f"run with KERAS_BACKEND=jax (got {keras.backend.backend()})")
-    return Run(args).run()
+    return Run(args).run(started)
 
 
 if __name__ == "__main__":
