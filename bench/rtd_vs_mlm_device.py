@@ -196,16 +196,7 @@ def size_on_device(study_dir, minutes, measure_steps=30):
     measured = {arm: measure(study_dir, exported[arm], arm, measure_steps) for arm in ARMS}
     for arm, (rate, compile_seconds) in measured.items():
         log(f"{arm}: {rate:.2f} steps/s after a {compile_seconds:.0f} s compile")
-    ratio = plan.steps("mlm") / plan.steps("electra")
-    pieces = -(-minutes // PIECE_MINUTES)
-    compile_seconds = pieces * sum(seconds for _, seconds in measured.values())
-    seconds_per_electra_step = 1 / measured["electra"][0] + ratio / measured["mlm"][0]
-    evaluations = 1.05  # held-out evaluations and logging: about 5% measured on the H100 probe
-    usable = 0.9 * minutes * 60 - compile_seconds
-    steps = int(usable / (seconds_per_electra_step * evaluations)) // plan.budgets * plan.budgets
-    if steps < plan.budgets:
-        raise InputError(f"--minutes {minutes:g}: too short for one step per budget at the measured speed; "
-                         "give more minutes")
+    steps, expected_seconds = steps_that_fit(plan, measured, minutes)
     sized = dataclasses.replace(plan, electra_steps=steps,
                                 extra_budgets=[s for s in plan.extra_budgets if s < steps])
     for arm in ARMS:
@@ -226,9 +217,23 @@ def size_on_device(study_dir, minutes, measure_steps=30):
     write_study(study_dir, study)
     log(f"sized: ELECTRA {sized.steps('electra')} steps, MLM {sized.steps('mlm')} steps (checkpoints "
         f"{sized.checkpoint_steps('electra')} / {sized.checkpoint_steps('mlm')}); expected "
-        f"{(steps * seconds_per_electra_step * evaluations + compile_seconds) / 60:.1f} min one arm after the "
-        f"other. Back here, give the study --electra-steps {steps}")
+        f"{expected_seconds / 60:.1f} min one arm after the other. Back here, give the study --electra-steps {steps}")
     return steps
+
+
+def steps_that_fit(plan, measured, minutes):
+    """(ELECTRA steps, expected seconds): the most steps, a multiple of the budget count, for which both arms
+    (MLM at equal FLOPs), one after the other, take at most 90% of `minutes` with a compile per piece and
+    5% for held-out evaluations. measured: {arm: (steps/s, compile seconds)}."""
+    ratio = plan.steps("mlm") / plan.steps("electra")
+    pieces = -(-minutes // PIECE_MINUTES)
+    compile_seconds = pieces * sum(seconds for _, seconds in measured.values())
+    seconds_per_electra_step = 1.05 * (1 / measured["electra"][0] + ratio / measured["mlm"][0])
+    steps = int((0.9 * minutes * 60 - compile_seconds) / seconds_per_electra_step) // plan.budgets * plan.budgets
+    if steps < plan.budgets:
+        raise InputError(f"--minutes {minutes:g}: too short for one step per budget at the measured speed "
+                         f"({measured['electra'][0]:.1f} ELECTRA steps/s); give more minutes")
+    return steps, steps * seconds_per_electra_step + compile_seconds
 
 
 def finetune_jobs(study_dir, study):

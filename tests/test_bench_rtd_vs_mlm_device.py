@@ -91,3 +91,20 @@ def test_importing_an_unfinished_device_run_names_the_missing_file(tmp_path):
     (cut_off / "metrics.jsonl").write_text('{"split": "train", "step": 100, "masked_lm_loss": 7.0}\n')
     with pytest.raises(InputError, match="without its final run record"):  # killed before its last line
         device.import_device_run(plan, "electra", tmp_path / "results")
+
+
+def test_the_runs_are_sized_to_fit_the_minutes_at_the_measured_speed(tmp_path):
+    """Both arms, one after the other, with a compile per piece, inside 90% of the minutes; equal FLOPs."""
+    plan = plan_in(tmp_path, electra_steps=1500, budgets=3)
+    measured = {"electra": (40.0, 50.0), "mlm": (45.0, 40.0)}  # steps/s, compile seconds
+    steps, expected = device.steps_that_fit(plan, measured, minutes=17)
+    ratio = plan.steps("mlm") / plan.steps("electra")
+    two_pieces = 2 * (50.0 + 40.0)
+    assert steps % plan.budgets == 0
+    assert expected <= 0.9 * 17 * 60
+    per_step = 1.05 * (1 / 40.0 + ratio / 45.0)
+    assert steps * per_step + two_pieces <= 0.9 * 17 * 60 < (steps + plan.budgets) * per_step + two_pieces
+    faster = device.steps_that_fit(plan, {"electra": (80.0, 50.0), "mlm": (90.0, 40.0)}, minutes=17)[0]
+    assert faster > 1.9 * steps
+    with pytest.raises(Exception, match="too short"):
+        device.steps_that_fit(plan, measured, minutes=1)  # the compiles alone take longer
