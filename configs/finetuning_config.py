@@ -41,6 +41,7 @@ class FinetuningConfig:
     double_unordered: bool = True  # MRPC and STS training pairs also in swapped order
     length_bucketing: bool = True  # pad each batch to its longest example (False: to max_seq_length)
     bucket_pool_batches: int = 50  # training batches drawn from one length-sorted pool of shuffled examples
+    pad_to_multiple: int = 0  # > 0: bucketed lengths rounded up to a multiple (few shapes for JAX's jit)
 
     # --- question answering
     doc_stride: int = 128
@@ -71,6 +72,9 @@ class FinetuningConfig:
                      "bucket_pool_batches"):
             if getattr(self, name) < 1:
                 raise InputError(f"fine-tuning config: {name} {getattr(self, name)} must be at least 1")
+        if self.pad_to_multiple < 0:
+            raise InputError(f"fine-tuning config: pad_to_multiple {self.pad_to_multiple} must be 0 (off) or "
+                             "positive")
         if not 0.0 <= self.warmup_proportion <= 1.0:
             raise InputError(f"fine-tuning config: warmup_proportion {self.warmup_proportion} must be in [0, 1]")
         if self.layerwise_lr_decay is not None and not 0.0 <= self.layerwise_lr_decay <= 1.0:

@@ -5,6 +5,10 @@ Training draws batches the "sortish" way: shuffle all examples, cut the order in
 example is in exactly one batch per epoch and none is truncated (the features are already within
 max_seq_length). Evaluation sorts everything by length and keeps the original order in `index`.
 With bucketing off every batch is padded to max_seq_length (the original's fixed shapes).
+
+`pad_to_multiple` rounds each bucketed length up to a multiple (capped at max_seq_length): a compiler
+that specialises on shapes (JAX's jit) then sees at most max_seq_length / multiple lengths instead of
+one per distinct longest example. The extra positions are masked, so outputs change only by rounding.
 """
 from typing import Dict, Iterator, List, Optional
 
@@ -45,10 +49,11 @@ def pad_batch(sequences: Dict[str, List[np.ndarray]], indices, length: int) -> D
 
 def iterate_batches(sequences: Dict[str, List[np.ndarray]], scalars: Dict[str, np.ndarray], batch_size: int,
                     max_seq_length: int, rng=None, bucketing=True, pool_batches=50,
-                    min_length: int = 1) -> Iterator[dict]:
+                    min_length: int = 1, pad_to_multiple: int = 0) -> Iterator[dict]:
     """Padded batches of `sequences` (per-example int arrays) and `scalars` (per-example values); each
     batch also has "index" (the examples' positions). Without bucketing, order is shuffled or kept.
-    `min_length`: the shortest padded length (the span head's beam needs that many positions)."""
+    `min_length`: the shortest padded length (the span head's beam needs that many positions).
+    `pad_to_multiple` > 0: bucketed lengths rounded up to a multiple of it, at most max_seq_length."""
     lengths = np.array([len(v) for v in sequences["input_ids"]])
     if bucketing:
         groups = batch_order(lengths, batch_size, rng, pool_batches)
@@ -57,6 +62,8 @@ def iterate_batches(sequences: Dict[str, List[np.ndarray]], scalars: Dict[str, n
         groups = [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
     for indices in groups:
         length = max(int(lengths[indices].max()), min_length) if bucketing else max_seq_length
+        if bucketing and pad_to_multiple > 0:
+            length = min(-(-length // pad_to_multiple) * pad_to_multiple, max(max_seq_length, length))
         batch = pad_batch(sequences, indices, length)
         for name, values in scalars.items():
             batch[name] = values[indices]

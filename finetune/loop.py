@@ -1,15 +1,17 @@
-"""One fine-tuning trial: train the shared encoder and the task heads, then evaluate and predict.
+"""One fine-tuning trial's loop: train the shared encoder and the task heads, then predict; any backend.
 
-Single device, eager data (NumPy batches of varying length) fed to one tf.function per task whose
-input signature leaves batch and length free, so length-bucketed batches do not retrace. With several
-tasks, every update is one task's batch; batches of all tasks are shuffled together, so each task is
-seen in proportion to its training set (the original mixed the tasks' examples within batches).
+The loop is NumPy and Keras only: with several tasks every update is one task's batch, and the batches of
+all tasks are shuffled together, so each task is seen in proportion to its training set (the original
+mixed the tasks' examples within batches). Prediction batches a split by length and puts the outputs
+back in feature order. What is compiled, one update and one forward pass, belongs to a backend's
+subclass: finetune.tf_trainer.TFTrainer (tf.function, what run_finetuning.py uses) and
+training_jax.finetune.JaxTrainer (jax.jit, for machines without TensorFlow). Both compute the same loss
+through BaseTrainer.loss, so a change to it reaches both.
 """
 import math
 
 import keras
 import numpy as np
-import tensorflow as tf
 
 from data.progress import ProgressLine
 from finetune import batches as batches_lib
@@ -43,59 +45,46 @@ def task_batches(task, features, config, rng=None, training=False):
         features["sequences"], features["scalars"] if training else {},
         config.train_batch_size if training else config.eval_batch_size, config.max_seq_length, rng=rng,
         bucketing=config.length_bucketing, pool_batches=config.bucket_pool_batches,
-        min_length=min_length(task, config))
+        min_length=min_length(task, config), pad_to_multiple=config.pad_to_multiple)
 
 
-def _signature(batch):
-    return {key: tf.TensorSpec([None] * value.ndim, tf.as_dtype(value.dtype))
-            for key, value in batch.items() if key != "index"}
-
-
-def _tensors(batch):
+def model_inputs(batch):
+    """A batch without its bookkeeping ("index"): what a compiled step takes."""
     return {key: value for key, value in batch.items() if key != "index"}
 
 
-class Trainer:
-    """Compiled train and predict steps for a FinetuningModel and its tasks."""
+class BaseTrainer:
+    """Trains a FinetuningModel on its tasks and predicts with it; subclasses supply `step` (one update
+    on one padded batch, returning the loss) and `predict_batch` (the head's outputs for one batch)."""
 
     def __init__(self, model, tasks, optimizer, config):
         self.model, self.optimizer, self.config = model, optimizer, config
         self.tasks = {task.name: task for task in tasks}
-        self._train_steps, self._predict_steps = {}, {}
         optimizer.build(model.trainable_variables)
 
-    def _train_fn(self, task, batch):
-        if task.name not in self._train_steps:
-            # The encoder and this task's head: other heads get no gradient from this batch.
-            other_heads = {id(v) for name, head in self.model.heads.items() if name != task.name
-                           for v in head.trainable_variables}
-            variables = [v for v in self.model.trainable_variables if id(v) not in other_heads]
+    def loss(self, task, outputs, inputs):
+        """The batch's loss (task_loss with the config's reduction); both backends' steps call this."""
+        return task_loss(task, outputs, inputs, self.config.answerable_weight, self.config.loss_reduction)
 
-            def step(inputs):
-                with tf.GradientTape() as tape:
-                    outputs = self.model(inputs, task_name=task.name, training=True)
-                    loss = task_loss(task, outputs, inputs, self.config.answerable_weight,
-                                     self.config.loss_reduction)
-                gradients = tape.gradient(loss, variables)
-                self.optimizer.apply_gradients(zip(gradients, variables))
-                return loss
-
-            self._train_steps[task.name] = tf.function(step, input_signature=[_signature(batch)],
-                                                       jit_compile=self.config.use_xla)
-        return self._train_steps[task.name]
-
-    def _predict_fn(self, task, batch):
-        if task.name not in self._predict_steps:
-            def step(inputs):
-                return self.model(inputs, task_name=task.name, training=False)
-
-            self._predict_steps[task.name] = tf.function(step, input_signature=[_signature(batch)],
-                                                         jit_compile=self.config.use_xla)
-        return self._predict_steps[task.name]
+    def trained_variables(self, task):
+        """The encoder and this task's head: other heads get no gradient from this task's batches."""
+        other_heads = {id(v) for name, head in self.model.heads.items() if name != task.name
+                       for v in head.trainable_variables}
+        return [v for v in self.model.trainable_variables if id(v) not in other_heads]
 
     def step(self, task, batch):
-        """One update on one padded batch; returns the loss (a tensor)."""
-        return self._train_fn(task, batch)(_tensors(batch))
+        """One update on one padded batch; returns the loss (a backend scalar, read when logged)."""
+        raise NotImplementedError
+
+    def predict_batch(self, task, batch):
+        """The head's outputs for one padded batch (a backend tensor, or a dict of them for span tasks)."""
+        raise NotImplementedError
+
+    def current_learning_rate(self):
+        return float(keras.ops.convert_to_numpy(self.optimizer.learning_rate))
+
+    def finish_training(self):
+        """Called after the last update: a subclass that trains on copies writes them back here."""
 
     def train(self, train_features, num_steps, seed, reporter=None, label=""):
         """`num_steps` updates over `train_features` ({task name: features}); returns the mean loss of
@@ -115,16 +104,16 @@ class Trainer:
             for name in (order[i] for i in rng.permutation(len(order))):
                 if step >= num_steps:
                     break
-                loss = self.step(self.tasks[name], next(batches[name]))
-                losses.append(float(loss))
-                step += 1
+                losses.append(self.step(self.tasks[name], next(batches[name])))  # read when logged, so
+                step += 1  # an asynchronous backend is not made to wait after every update
                 if step % config.iterations_per_loop == 0 or step == num_steps or step == 1:
-                    last_mean = float(np.mean(losses))
-                    lr = float(keras.ops.convert_to_numpy(self.optimizer.learning_rate))
+                    last_mean = float(np.mean([float(loss) for loss in losses]))
                     if reporter is not None:
-                        reporter.scalars(reporter.train_writer, step, {"loss": last_mean, "learning_rate": lr})
+                        reporter.scalars(reporter.train_writer, step,
+                                         {"loss": last_mean, "learning_rate": self.current_learning_rate()})
                     losses = []
                 progress.update(step, f"loss {last_mean:.4f}")
+        self.finish_training()
         progress.finish(step, f"loss {last_mean:.4f}")
         if not math.isfinite(last_mean):
             raise RuntimeError(f"fine-tuning diverged (loss {last_mean}); lower learning_rate")
@@ -138,8 +127,7 @@ class Trainer:
                                 lambda done, elapsed: f"{int(done)}/{count} features, {done / elapsed:.0f}/s"
                                 ) if count > 5000 else None
         for batch in task_batches(task, features, self.config):
-            outputs = self._predict_fn(task, batch)(_tensors(batch))
-            collected.append(tf.nest.map_structure(lambda t: t.numpy(), outputs))
+            collected.append(keras.tree.map_structure(np.asarray, self.predict_batch(task, batch)))
             indices.append(batch["index"])
             if progress is not None:
                 progress.update(sum(len(i) for i in indices))
@@ -147,6 +135,16 @@ class Trainer:
         if isinstance(collected[0], dict):
             return {key: np.concatenate([c[key] for c in collected])[order] for key in collected[0]}
         return np.concatenate(collected)[order]
+
+
+def __getattr__(name):
+    # `from finetune.loop import Trainer` (the bench scripts) still gives the TensorFlow trainer, which
+    # moved to finetune.tf_trainer; imported only when asked for, so this module stays TensorFlow-free.
+    if name == "Trainer":
+        from finetune.tf_trainer import TFTrainer
+
+        return TFTrainer
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _num_batches(count, batch_size):

@@ -80,12 +80,19 @@ def build_encoder(model_config: ModelConfig) -> BertEncoder:
 
 def load_encoder(pretrained: PretrainedModel) -> BertEncoder:
     """The discriminator encoder with the folder's weights (a gdes residual merged into the word table)."""
-    encoder = build_encoder(pretrained.model_config)
-    if not pretrained.gdes_embeddings:
-        restore_by_path(encoder, pretrained.checkpoint, what="encoder")
+    return restored_encoder(pretrained.model_config, pretrained.gdes_embeddings,
+                            lambda model: restore_by_path(model, pretrained.checkpoint, what="encoder"))
+
+
+def restored_encoder(model_config: ModelConfig, gdes_embeddings: bool, restore) -> BertEncoder:
+    """The discriminator encoder, its weights set by `restore(model)` (from a checkpoint here, from
+    arrays on the JAX path); under gdes_embeddings the pretrained layout is restored and merged."""
+    encoder = build_encoder(model_config)
+    if not gdes_embeddings:
+        restore(encoder)
         return encoder
-    source = _build_gdes_encoder(pretrained.model_config)
-    restore_by_path(source, pretrained.checkpoint, what="encoder")
+    source = _build_gdes_encoder(model_config)
+    restore(source)
     by_path = {variable.path: variable for variable in source.weights}
     for variable in encoder.weights:
         variable.assign(by_path[variable.path])

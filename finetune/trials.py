@@ -1,6 +1,11 @@
 """Fine-tuning trials: read and featurize every split once, then per trial (seed + k) restore the
 pretrained encoder, add fresh heads, train, evaluate, predict and save; results JSON with every trial and
-the median/mean/std of each metric, and a printed table."""
+the median/mean/std of each metric, and a printed table.
+
+No TensorFlow at import: the trainer class and the encoder loader are TrialRunner's arguments, by
+default run_finetuning.py's (finetune.tf_trainer.TFTrainer, a checkpoint read by
+finetune.pretrained.load_encoder); training_jax.finetune passes its JAX trainer and an encoder read from
+arrays, and gets the same trials and results files."""
 import dataclasses
 import pathlib
 import time
@@ -9,7 +14,7 @@ from typing import Dict, List
 import keras
 from configs.loading import save_json
 from finetune import metrics as metrics_lib
-from finetune.loop import Trainer, build_optimizer, count_steps
+from finetune.loop import build_optimizer, count_steps
 from finetune.model import FinetuningModel, make_head
 from finetune.pretrained import load_encoder
 from finetune.saved import model_folder_name, save_finetuned_model, set_aside
@@ -60,10 +65,19 @@ def prepare_tasks(tasks, data_root, tokenizer, config, do_train=True, do_predict
 
 
 class TrialRunner:
+    """`trainer_class(model, tasks, optimizer, config)`: a finetune.loop.BaseTrainer (default TFTrainer);
+    `load_encoder(pretrained)`: the encoder each trial starts from; `results_dir`: where
+    <task>_results.json go (default <model_dir>/results)."""
+
     def __init__(self, pretrained, config, task_data, model_dir, do_train=True, do_predict=False,
-                 say=print, reporter_factory=None):
+                 say=print, reporter_factory=None, trainer_class=None, load_encoder=load_encoder,
+                 results_dir=None):
+        if trainer_class is None:
+            from finetune.tf_trainer import TFTrainer as trainer_class
         self.pretrained, self.config, self.task_data = pretrained, config, task_data
+        self.trainer_class, self.load_encoder = trainer_class, load_encoder
         self.model_dir = pathlib.Path(model_dir)
+        self.results_dir = pathlib.Path(results_dir) if results_dir is not None else self.model_dir / "results"
         self.do_train, self.do_predict, self.say = do_train, do_predict, say
         self.reporter_factory = reporter_factory
         self._results_started = set()  # results files this run has begun (older ones were set aside)
@@ -76,9 +90,10 @@ class TrialRunner:
         config, tasks = self.config, [d.task for d in self.task_data]
         seed = config.seed + trial
         keras.utils.set_random_seed(seed)
-        encoder = load_encoder(self.pretrained)
+        encoder = self.load_encoder(self.pretrained)
         model = FinetuningModel(encoder, {t.name: make_head(t, encoder.hidden_size, config) for t in tasks})
-        trainer = Trainer(model, tasks, build_optimizer(config, self.num_steps, encoder.num_layers), config)
+        trainer = self.trainer_class(model, tasks, build_optimizer(config, self.num_steps, encoder.num_layers),
+                                     config)
         label = f"{'+'.join(t.name for t in tasks)} trial {trial + 1}/{config.num_trials}"
         reporter = self.reporter_factory(trial) if self.reporter_factory else None
         start = time.monotonic()
@@ -112,7 +127,7 @@ class TrialRunner:
         return results
 
     def _write_eval_extra(self, task, trial, suffix, extra):
-        folder = self.model_dir / "results" / f"{task.name}_predictions_trial_{trial + 1}"
+        folder = self.results_dir / f"{task.name}_predictions_trial_{trial + 1}"
         for name, values in extra.items():
             save_json(values, folder / f"{name}{suffix}.json")
 
@@ -127,7 +142,7 @@ class TrialRunner:
         return all_trials
 
     def results_path(self, task_name):
-        return self.model_dir / "results" / f"{task_name}_results.json"
+        return self.results_dir / f"{task_name}_results.json"
 
     def write_results(self, all_trials, complete):
         for data in self.task_data:

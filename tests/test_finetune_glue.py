@@ -315,6 +315,23 @@ def test_bucketing_pads_less_than_fixed_length():
     assert padded < 0.7 * 2000 * 128
 
 
+def test_pad_to_multiple_rounds_lengths_up_to_a_multiple_within_max_seq_length():
+    """A few shapes for a compiler that specialises on them (JAX); same examples, same order, same masks."""
+    rng = np.random.default_rng(4)
+    ids = [np.ones(rng.integers(3, 101), np.int32) for _ in range(500)]
+    plain, padded = ([b for b in batches.iterate_batches({"input_ids": ids}, {}, 32, 100,
+                                                         rng=np.random.default_rng(0), pad_to_multiple=multiple)]
+                     for multiple in (0, 32))
+    assert {b["input_ids"].shape[1] for b in padded} <= {32, 64, 96, 100}  # capped at max_seq_length
+    for a, b in zip(plain, padded):
+        length = a["input_ids"].shape[1]
+        assert b["input_ids"].shape[1] == min(-(-length // 32) * 32, 100)
+        assert np.array_equal(a["index"], b["index"]) and np.array_equal(b["input_mask"][:, :length], a["input_mask"])
+        assert not b["input_mask"][:, length:].any()
+    with pytest.raises(InputError, match="pad_to_multiple -1"):
+        FinetuningConfig.create({"pad_to_multiple": -1}, "small", ["rte"])
+
+
 def test_recipe_defaults_and_overrides():
     small = FinetuningConfig.create({}, "small", ["rte"])
     assert (small.learning_rate, small.layerwise_lr_decay, small.num_train_epochs) == (3e-4, 0.8, 10.0)
