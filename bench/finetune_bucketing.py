@@ -55,7 +55,8 @@ def main():
     from configs.finetuning_config import FinetuningConfig
     from configs.pretraining_config import PretrainingConfig
     from data.tokenization import load_tokenizer
-    from finetune.loop import Trainer, build_optimizer
+    from finetune.loop import build_optimizer
+    from finetune.tf_trainer import TFTrainer as Trainer
     from finetune.model import FinetuningModel, make_head
     from finetune.pretrained import build_encoder
     from finetune.tasks import get_task

@@ -32,7 +32,8 @@ def measure_here(task_name, steps, model_hparams, inter_op):
     from configs.finetuning_config import FinetuningConfig
     from configs.pretraining_config import PretrainingConfig
     from data.tokenization import load_tokenizer
-    from finetune.loop import Trainer, build_optimizer
+    from finetune.loop import build_optimizer
+    from finetune.tf_trainer import TFTrainer as Trainer
     from finetune.model import FinetuningModel, make_head
     from finetune.pretrained import build_encoder
     from finetune.tasks import get_task

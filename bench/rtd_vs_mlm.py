@@ -506,7 +506,7 @@ def main(argv=None):
     if args.device_export:
         from bench.rtd_vs_mlm_device import export_for_device
 
-        export_for_device(plan, args.device_export.resolve(), minutes=args.minutes)
+        export_for_device(plan, args.device_export.resolve(), minutes=args.minutes, shown_as=args.device_export)
         return
     if args.pretrain_only:
         pretrain(plan, args.pretrain_only)

@@ -69,12 +69,14 @@ def read_examples(dataset_dir, metadata, files, limit=None):
 def plan_record(plan):
     """What the accelerator needs of the plan to size the runs again (no paths: they are this machine's)."""
     return {"electra_steps": plan.electra_steps, "budgets": plan.budgets, "extra_budgets": plan.extra_budgets,
-            "model": plan.model, "pretraining": plan.pretraining, "tasks": plan.tasks, "seeds": plan.seeds}
+            "model": plan.model, "pretraining": plan.pretraining, "tasks": plan.tasks, "seeds": plan.seeds,
+            "finetune_max_steps": plan.finetune_max_steps}
 
 
 def plan_from_record(record, folder):
     return Plan(work_dir=folder, shared_data=folder, electra_steps=record["electra_steps"],
-                budgets=record["budgets"], tasks=record["tasks"], seeds=record["seeds"], finetune_max_steps=0,
+                budgets=record["budgets"], tasks=record["tasks"], seeds=record["seeds"],
+                finetune_max_steps=record["finetune_max_steps"],
                 extra_budgets=record["extra_budgets"], model=record["model"], pretraining=record["pretraining"])
 
 
@@ -83,9 +85,11 @@ def arm_entry(plan, arm, config, config_file):
             "checkpoint_steps": plan.checkpoint_steps(arm)}
 
 
-def export_for_device(plan, out_dir, finetune_tasks=True, minutes=None):
+def export_for_device(plan, out_dir, finetune_tasks=True, minutes=None, shown_as=None):
     """What the accelerator needs: each arm's resolved config, the training and held-out examples as
-    compact arrays, the fine-tuning tasks as arrays, and the study's plan (study.json, last)."""
+    compact arrays, the fine-tuning tasks as arrays, and the study's plan (study.json, last). The printed
+    commands name the folder `shown_as` (as the user gave it: relative to the repository's root, it is the
+    same path in the accelerator's copy of the repository)."""
     import numpy as np
 
     from training import run_config
@@ -115,7 +119,7 @@ def export_for_device(plan, out_dir, finetune_tasks=True, minutes=None):
         study["finetune_updates"] = export_finetune_tasks(plan, config, out_dir / FINETUNE_DIR)
     (out_dir / pretrain_jax.STUDY_FILE).write_text(json.dumps(study, indent=2))
     log(f"wrote {out_dir}")
-    commands = device_commands(out_dir, study, minutes)
+    commands = device_commands(shown_as or out_dir, study, minutes)
     (out_dir / "COMMANDS.txt").write_text("".join(f"# {note}\n{line}\n" for note, line in commands))
     print("On the accelerator, from the repository's root (each line one command; each resumes when run again):")
     for note, line in commands:
@@ -124,10 +128,19 @@ def export_for_device(plan, out_dir, finetune_tasks=True, minutes=None):
 
 def export_finetune_tasks(plan, config, folder):
     """The study's tasks featurised with the study's vocabulary (the shared GLUE files), as arrays; returns
-    {task: updates per fine-tuning run} of the recipe for the arms' size."""
-    from finetune.arrays import export_tasks
+    {task: updates per fine-tuning trial} of the recipe for the arms' size."""
+    from data.tokenization import load_tokenizer
+    from finetune.arrays import export_tasks, updates_per_trial
 
-    return export_tasks(plan.tasks, plan.shared_data / "glue", config, folder)
+    tokenizer = load_tokenizer(vocab_file=plan.shared_data / "vocab" / "bert-base-uncased-vocab.txt",
+                               lower_case=config.do_lower_case)
+    export_tasks(plan.tasks, plan.shared_data / "glue", tokenizer, folder, finetune_hparams(plan.finetune_max_steps))
+    return updates_per_trial(folder, config, finetune_hparams(plan.finetune_max_steps))
+
+
+def finetune_hparams(max_steps):
+    """The study's fine-tuning overrides: the cap on updates, when the study sets one (as rtd_vs_mlm.finetune)."""
+    return {"max_train_steps": max_steps} if max_steps else None
 
 
 def device_commands(study_dir, study, minutes=None):
@@ -136,13 +149,13 @@ def device_commands(study_dir, study, minutes=None):
     runs = study_dir / RUNS
     minutes = minutes or 2 * PIECE_MINUTES
     pieces = -(-minutes // PIECE_MINUTES)
-    jax_env = "KERAS_BACKEND=jax"
+    jax_env = "KERAS_BACKEND=jax"  # python3: the accelerator machines' interpreter, which holds JAX
     lines = [
         (f"size the runs (about 3 min): both arms' steps/s measured, so that both finish in {minutes:g} minutes",
-         f"{jax_env} python bench/rtd_vs_mlm.py --device-size {study_dir} --minutes {minutes:g}"),
+         f"{jax_env} python3 bench/rtd_vs_mlm.py --device-size {study_dir} --minutes {minutes:g}"),
         (f"pretrain both arms at once ({PIECE_MINUTES:g} min; run it {pieces:g} times, until both say done)",
          f"mkdir -p {runs} && for arm in electra mlm; do XLA_PYTHON_CLIENT_MEM_FRACTION=.45 {jax_env} "
-         f"python -m training_jax.pretrain --study {study_dir} --arm $arm --out {runs}/$arm "
+         f"python3 -m training_jax.pretrain --study {study_dir} --arm $arm --out {runs}/$arm "
          f"--time-limit-minutes {PIECE_MINUTES:g} > {runs}/$arm.log 2>&1 & done; wait; tail -n 2 {runs}/*.log")]
     updates = study.get("finetune_updates")
     if updates:
@@ -152,10 +165,10 @@ def device_commands(study_dir, study, minutes=None):
         lines.append((f"fine-tune each arm's last checkpoint and the control, {seeds} seeds ({total:,} updates; "
                       f"about {expected:.0f} min at an assumed {ASSUMED_FINETUNE_UPDATES_PER_SECOND:g} updates/s "
                       f"per model; stops before {PIECE_MINUTES:g} min, run it again until it says done)",
-                      f"{jax_env} python bench/rtd_vs_mlm.py --device-finetune {study_dir} "
+                      f"{jax_env} python3 bench/rtd_vs_mlm.py --device-finetune {study_dir} "
                       f"--minutes {PIECE_MINUTES:g}"))
     lines.append(("collect what comes back (at most 8 files; seconds)",
-                  f"python bench/rtd_vs_mlm.py --device-collect {study_dir} --out $OUT"))
+                  f"python3 bench/rtd_vs_mlm.py --device-collect {study_dir} --out $OUT"))
     return lines
 
 
@@ -267,7 +280,10 @@ def finetune_on_device(study_dir, minutes, parallel=3):
     if missing:
         raise InputError(f"{missing[0]}: missing; pretrain both arms to their last step first")
     start, running, slowest = time.monotonic(), [], 0.0
-    env = dict(os.environ, KERAS_BACKEND="jax", XLA_PYTHON_CLIENT_MEM_FRACTION=f"{0.9 / parallel:.2f}")
+    # One compile cache for all jobs: the models share their shapes, so most jobs find their programs there.
+    env = dict(os.environ, KERAS_BACKEND="jax", XLA_PYTHON_CLIENT_MEM_FRACTION=f"{0.9 / parallel:.2f}",
+               JAX_COMPILATION_CACHE_DIR=str(study_dir / RUNS / "jax_cache"))
+    hparams = finetune_hparams(study["plan"]["finetune_max_steps"])
     config_file = study_dir / study["arms"]["electra"]["config_file"]
     log(f"{len(pending)} fine-tuning jobs to run, {parallel} at a time")
     while pending or running:
@@ -287,6 +303,8 @@ def finetune_on_device(study_dir, minutes, parallel=3):
             command = [sys.executable, "-m", "training_jax.finetune", "--tasks-dir", str(study_dir / FINETUNE_DIR),
                        "--config", str(config_file), "--weights", str(weights) if weights else "none",
                        "--out", str(out), "--tasks", task, "--seeds", str(study["plan"]["seeds"])]
+            if hparams:
+                command += ["--hparams", json.dumps(hparams)]
             log_file = out / f"{task}.log"
             with open(log_file, "w") as log_out:
                 process = subprocess.Popen(command, cwd=REPO, env=env, stdout=log_out, stderr=subprocess.STDOUT)

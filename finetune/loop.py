@@ -137,15 +137,5 @@ class BaseTrainer:
         return np.concatenate(collected)[order]
 
 
-def __getattr__(name):
-    # `from finetune.loop import Trainer` (the bench scripts) still gives the TensorFlow trainer, which
-    # moved to finetune.tf_trainer; imported only when asked for, so this module stays TensorFlow-free.
-    if name == "Trainer":
-        from finetune.tf_trainer import TFTrainer
-
-        return TFTrainer
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 def _num_batches(count, batch_size):
     return -(-count // batch_size)

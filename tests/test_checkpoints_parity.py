@@ -13,7 +13,6 @@
 """
 import json
 import os
-import pathlib
 import subprocess
 import sys
 

@@ -61,6 +61,7 @@ def test_the_training_step_uses_the_configured_reduction(monkeypatch):
     from finetune import loop
     from finetune.model import FinetuningModel, make_head
     from finetune.pretrained import build_encoder
+    from finetune.tf_trainer import TFTrainer
 
     seen = []
     real = loop.task_loss
@@ -79,7 +80,7 @@ def test_the_training_step_uses_the_configured_reduction(monkeypatch):
         weights = np.random.default_rng(3)  # the same weights for both runs
         for variable in model.weights:
             variable.assign(0.05 * weights.standard_normal(variable.shape).astype(np.float32))
-        trainer = loop.Trainer(model, [task], loop.build_optimizer(config, 10, 1), config)
+        trainer = TFTrainer(model, [task], loop.build_optimizer(config, 10, 1), config)
         losses[reduction] = float(trainer.step(task, batch))
     assert seen == ["sum", "mean"]
     np.testing.assert_allclose(losses["sum"], 8 * losses["mean"], rtol=1e-5)

@@ -55,7 +55,7 @@ def float32_run(data_dir):
 def test_mixed_precision_run_is_finite_checkpoints_float32_weights(data_dir, float32_run, policy, capsys):
     model_dir = run(data_dir, policy, policy)
     out = capsys.readouterr().out
-    assert f"step 6/6" in out and policy in out.splitlines()[0]
+    assert "step 6/6" in out and policy in out.splitlines()[0]
     # Finite losses at every logged step and in the held-out evaluation.
     for tag in ("total_loss", "masked_lm_loss", "disc_loss", "disc_auc"):
         values = train_scalars(model_dir, tag)
