@@ -319,27 +319,40 @@ def finetune_on_device(study_dir, minutes, parallel=3):
 
 def collect_from_device(study_dir, out):
     """At most 8 files into `out`: each arm's metrics.jsonl, the ELECTRA arm's last weights in shards of at
-    most 15 MiB, and one JSON per fine-tuned model holding its tasks' results files."""
+    most 15 MiB, and one JSON per fine-tuned model holding its tasks' results files. Whatever exists so far:
+    run after every piece, so that a machine taken back mid-way still returned the latest progress."""
     import numpy as np
 
     from training_jax.pretrain import METRICS_FILE, weights_file
 
     study_dir, out = pathlib.Path(study_dir), pathlib.Path(out)
     study = read_study(study_dir)
+    missing = []
     for arm in ARMS:
-        (out / arm).mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(study_dir / RUNS / arm / METRICS_FILE, out / arm / METRICS_FILE)
+        source = study_dir / RUNS / arm / METRICS_FILE
+        if source.is_file():
+            (out / arm).mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(source, out / arm / METRICS_FILE)
+        else:
+            missing.append(f"{arm}'s metrics")
     last = study["arms"]["electra"]["checkpoint_steps"][-1]
-    with np.load(study_dir / RUNS / "electra" / weights_file(last)) as weights:
-        write_shards({name: weights[name] for name in weights.files}, out / "electra", weights_file(last))
-    (out / "finetune").mkdir(exist_ok=True)
+    weights = study_dir / RUNS / "electra" / weights_file(last)
+    if weights.is_file():
+        with np.load(weights) as saved:
+            write_shards({name: saved[name] for name in saved.files}, out / "electra", weights_file(last))
+    else:
+        missing.append(f"the ELECTRA weights of step {last}")
     for model in sorted({job[0] for job in finetune_jobs(study_dir, study)}):
         folder = study_dir / RUNS / "finetune" / model
         results = {path.name: json.loads(path.read_text()) for path in sorted(folder.glob("*_results.json"))}
-        (out / "finetune" / f"{model}.json").write_text(json.dumps(results))
+        if results:
+            (out / "finetune").mkdir(parents=True, exist_ok=True)
+            (out / "finetune" / f"{model}.json").write_text(json.dumps(results))
+        if len(results) < len(study["plan"]["tasks"]):
+            missing.append(f"{model}'s results of {len(study['plan']['tasks']) - len(results)} task(s)")
     files = sorted(p for p in out.rglob("*") if p.is_file())
     log(f"collected {len(files)} files, {sum(p.stat().st_size for p in files) / 2 ** 20:.1f} MiB: "
-        + ", ".join(str(p.relative_to(out)) for p in files))
+        + ", ".join(str(p.relative_to(out)) for p in files) + (f"; not yet: {', '.join(missing)}" if missing else ""))
 
 
 def shard_name(name, index, count):

@@ -7,6 +7,7 @@ default run_finetuning.py's (finetune.tf_trainer.TFTrainer, a checkpoint read by
 finetune.pretrained.load_encoder); training_jax.finetune passes its JAX trainer and an encoder read from
 arrays, and gets the same trials and results files."""
 import dataclasses
+import json
 import pathlib
 import time
 from typing import Dict, List
@@ -131,9 +132,17 @@ class TrialRunner:
         for name, values in extra.items():
             save_json(values, folder / f"{name}{suffix}.json")
 
-    def run(self):
+    def run(self, resume=False):
+        """Every trial; with `resume`, the trials a results file of the same config and tasks already holds
+        are kept and only the rest run (a run cut off between trials continues)."""
         all_trials = {d.task.name: [] for d in self.task_data}
-        for trial in range(self.config.num_trials):
+        if resume:
+            all_trials = self.finished_trials() or all_trials
+        first = len(next(iter(all_trials.values())))
+        if first:
+            self.say(f"resuming after {first} finished trial(s) in {self.results_dir}")
+            self._results_started.update(self.results_path(d.task.name) for d in self.task_data)
+        for trial in range(first, self.config.num_trials):
             for name, result in self.run_trial(trial).items():
                 all_trials[name].append(result)
                 self.say(f"{name} trial {trial + 1}: " + ", ".join(
@@ -143,6 +152,19 @@ class TrialRunner:
 
     def results_path(self, task_name):
         return self.results_dir / f"{task_name}_results.json"
+
+    def finished_trials(self):
+        """{task: trials} of this run's results files when all of them were written by the same config and
+        tasks and hold the same number of trials; None otherwise (the run starts over)."""
+        found = {}
+        for data in self.task_data:
+            path = self.results_path(data.task.name)
+            result = json.loads(path.read_text()) if path.is_file() else None
+            if (result is None or result.get("config") != self.config.to_dict()
+                    or result.get("tasks_trained_together") != [d.task.name for d in self.task_data]):
+                return None
+            found[data.task.name] = result["trials"]
+        return found if len({len(trials) for trials in found.values()}) == 1 else None
 
     def write_results(self, all_trials, complete):
         for data in self.task_data:

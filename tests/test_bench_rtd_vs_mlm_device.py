@@ -62,7 +62,7 @@ def test_the_whole_device_sequence_dry_runs_on_the_cpu(tmp_path, capsys):
     from tests.helpers import run_script_under_jax
     from training_jax import pretrain
 
-    plan, export = export_tiny_study(tmp_path, finetune_tasks=True, seeds=1, finetune_max_steps=4)
+    plan, export = export_tiny_study(tmp_path, finetune_tasks=True, seeds=1, finetune_max_steps=1)
     commands = (export / "COMMANDS.txt").read_text()
     assert [line.split(" --")[0].split()[-1] for line in commands.splitlines() if not line.startswith("#")][-2:] \
         == ["bench/rtd_vs_mlm.py", "bench/rtd_vs_mlm.py"]
@@ -86,7 +86,7 @@ def test_the_whole_device_sequence_dry_runs_on_the_cpu(tmp_path, capsys):
     hparams = {**plan.pretraining, "model_hparam_overrides": plan.model["model_hparam_overrides"]}
     rtd_vs_mlm.main(["--work-dir", str(plan.work_dir), "--shared-data", str(plan.shared_data), "--electra-steps",
                      str(steps), "--budgets", str(plan.budgets), "--tasks", "rte", "--seeds", "1",
-                     "--finetune-max-steps", "4", "--hparams", json.dumps(hparams), "--device-results", str(out)])
+                     "--finetune-max-steps", "1", "--hparams", json.dumps(hparams), "--device-results", str(out)])
     assert "no weights came back and no results" in capsys.readouterr().out  # the first budget: not brought back
     summary = json.loads((plan.work_dir / "summary.json").read_text())
     last = {arm: summary["arms"][arm][-1] for arm in rtd_vs_mlm.ARMS}

@@ -347,3 +347,40 @@ def test_cli_end_to_end_without_tensorflow(setup):
         ".jax_cache", "rte_results.json"]
     code, stderr = results["missing"]
     assert code == 2 and stderr.count("\n") == 1 and "missing.npz: no such weights file" in stderr
+
+
+def test_a_task_cut_off_between_trials_resumes_after_its_finished_trials(tmp_path):
+    """TrialRunner.run(resume=True), as training_jax.finetune calls it: a results file of the same config
+    keeps its trials and only the rest run; another config starts over (the old file set aside)."""
+    import types
+
+    from configs.finetuning_config import FinetuningConfig
+    from finetune.tasks import get_task
+    from finetune.trials import TaskData, TrialRunner
+
+    class CountingRunner(TrialRunner):
+        def __init__(self, config, stop_at=None):
+            data = TaskData(task=get_task("rte"), train={"count": 64}, evals={}, tests={}, baseline={})
+            pretrained = types.SimpleNamespace(folder=tmp_path, checkpoint="none")
+            super().__init__(pretrained, config, [data], tmp_path, say=lambda _: None, results_dir=tmp_path)
+            self.ran, self.stop_at = [], stop_at
+
+        def run_trial(self, trial):
+            if trial == self.stop_at:
+                raise KeyboardInterrupt  # the machine taken back mid-run
+            self.ran.append(trial)
+            return {"rte": {"trial": trial + 1, "seed": trial, "metrics": {"accuracy": 50.0 + trial}}}
+
+    config = FinetuningConfig.create({"num_trials": 3}, "small", ["rte"])
+    with pytest.raises(KeyboardInterrupt):
+        CountingRunner(config, stop_at=2).run(resume=True)
+    first = json.loads((tmp_path / "rte_results.json").read_text())
+    assert first["trials_done"] == 2 and not first["complete"]
+    again = CountingRunner(config)
+    trials = again.run(resume=True)
+    assert again.ran == [2] and [t["seed"] for t in trials["rte"]] == [0, 1, 2]
+    done = json.loads((tmp_path / "rte_results.json").read_text())
+    assert done["complete"] and done["summary"]["accuracy"]["median"] == 51.0
+    other = CountingRunner(FinetuningConfig.create({"num_trials": 3, "learning_rate": 1e-4}, "small", ["rte"]))
+    other.run(resume=True)
+    assert other.ran == [0, 1, 2] and len(list(tmp_path.glob("rte_results.json*"))) == 2  # the old one kept

@@ -272,7 +272,7 @@ def main(argv=None):
             f"{config.num_train_epochs:g} epochs, batch {config.train_batch_size}: {runner.num_steps} steps "
             f"per trial, {config.num_trials} trial(s)")
         start = time.monotonic()
-        all_trials = runner.run()
+        all_trials = runner.run(resume=True)  # a task cut off between trials continues
         train_seconds += time.monotonic() - start
         done_steps += steps[number]
         rate = done_steps / train_seconds
