@@ -269,34 +269,44 @@ def finetuned_on_device(study_dir, model, task):
 
 def finetune_on_device(study_dir, minutes, parallel=3):
     """Runs the fine-tuning jobs not finished yet, `parallel` at a time (the GPU is far from full with one
-    small model), each a training_jax.finetune process; starts none that could not finish before `minutes`
-    (by the slowest finished job so far), so a piece stops in time and the next call continues."""
+    small model), each a training_jax.finetune process, the longest tasks first. At `minutes` the running
+    jobs are stopped: their finished trials are in their results files, and the next call continues from
+    them (a job resumes between trials)."""
     import os
 
     study_dir = pathlib.Path(study_dir)
     study = read_study(study_dir)
-    pending = [job for job in finetune_jobs(study_dir, study) if not finetuned_on_device(study_dir, job[0], job[2])]
+    updates = study.get("finetune_updates", {})
+    pending = sorted((job for job in finetune_jobs(study_dir, study)
+                      if not finetuned_on_device(study_dir, job[0], job[2])), key=lambda job: -updates.get(job[2], 0))
     missing = sorted({str(weights) for _, weights, _ in pending if weights is not None and not weights.is_file()})
     if missing:
         raise InputError(f"{missing[0]}: missing; pretrain both arms to their last step first")
-    start, running, slowest = time.monotonic(), [], 0.0
+    start, running = time.monotonic(), []
     # One compile cache for all jobs: the models share their shapes, so most jobs find their programs there.
     env = dict(os.environ, KERAS_BACKEND="jax", XLA_PYTHON_CLIENT_MEM_FRACTION=f"{0.9 / parallel:.2f}",
                JAX_COMPILATION_CACHE_DIR=str(study_dir / RUNS / "jax_cache"))
     hparams = finetune_hparams(study["plan"]["finetune_max_steps"])
     config_file = study_dir / study["arms"]["electra"]["config_file"]
-    log(f"{len(pending)} fine-tuning jobs to run, {parallel} at a time")
+    log(f"{len(pending)} fine-tuning jobs to run, {parallel} at a time, for at most {minutes:g} min")
     while pending or running:
-        for process, job, began, log_file in list(running):
+        for entry in list(running):
+            process, (model, _, task), began, log_file = entry
             if process.poll() is not None:
-                running.remove((process, job, began, log_file))
-                slowest = max(slowest, time.monotonic() - began)
+                running.remove(entry)
                 if process.returncode:
-                    raise SystemExit(f"stopped: fine-tuning {job[0]} on {job[2]} exited with {process.returncode}; "
+                    raise SystemExit(f"stopped: fine-tuning {model} on {task} exited with {process.returncode}; "
                                      f"see {log_file}")
-                log(f"{job[0]} {job[2]}: done in {(time.monotonic() - began) / 60:.1f} min")
+                log(f"{model} {task}: done in {(time.monotonic() - began) / 60:.1f} min")
         left = minutes * 60 - (time.monotonic() - start)
-        while pending and len(running) < parallel and left > 1.2 * slowest:
+        if left <= 0:
+            for process, (model, _, task), _, _ in running:
+                process.terminate()
+                process.wait()
+                log(f"{model} {task}: stopped at the time limit (its finished trials are kept)")
+            log(f"{len(running) + len(pending)} jobs left; run the same command again to continue")
+            return False
+        while pending and len(running) < parallel and left > 60:
             model, weights, task = job = pending.pop(0)
             out = study_dir / RUNS / "finetune" / model
             out.mkdir(parents=True, exist_ok=True)
@@ -306,13 +316,10 @@ def finetune_on_device(study_dir, minutes, parallel=3):
             if hparams:
                 command += ["--hparams", json.dumps(hparams)]
             log_file = out / f"{task}.log"
-            with open(log_file, "w") as log_out:
+            with open(log_file, "a") as log_out:
                 process = subprocess.Popen(command, cwd=REPO, env=env, stdout=log_out, stderr=subprocess.STDOUT)
             running.append((process, job, time.monotonic(), log_file))
-        if not running and pending:
-            log(f"stopped before the time limit with {len(pending)} jobs left; run the same command again")
-            return False
-        time.sleep(1.0)
+        time.sleep(0.5)
     log("done: every fine-tuning job has its results")
     return True
 
