@@ -7,7 +7,7 @@ writes examples round-robin over its shards, so a document's consecutive example
 in a shard when there are few shards. The original always wrote 1,000 shards; with few (the automatic
 count of a small corpus), a batch holds several examples of the same articles. This prints, per dataset,
 for --batches training batches of the reader and as many batches drawn uniformly from the training shards
-(what bench/pretrain_jax.py's sampler does): the mean pairwise Jaccard similarity of the examples'
+(what training_jax.pretrain's sampler does): the mean pairwise Jaccard similarity of the examples'
 rare-token sets (ids above --rare-above: BERT's vocabulary puts frequent words below about 2,000) and the
 share of examples with a batch-mate whose similarity exceeds --close. A measurement of the data order,
 not of training.

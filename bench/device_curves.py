@@ -1,9 +1,9 @@
-"""Pretraining curves of bench/pretrain_jax.py runs: a figure and a table of the held-out evaluations.
+"""Pretraining curves of training_jax.pretrain runs: a figure and a table of the held-out evaluations.
 
     python bench/device_curves.py docs/data/h100_probe --out docs/h100_probe_curves.png --every 500
 
 RUNS_DIR holds one folder per arm (electra/, mlm/), each with the metrics.jsonl that
-bench/pretrain_jax.py wrote. The figure plots the held-out evaluations (solid) and the training windows
+training_jax.pretrain wrote. The figure plots the held-out evaluations (solid) and the training windows
 (faint) of every metric of rtd_vs_mlm.CURVES against step; the table (printed, Markdown) lists the
 first held-out evaluation at or after every multiple of --every steps, and the last.
 """
@@ -85,7 +85,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     runs = read_runs(args.runs_dir)
     if not runs:
-        sys.exit(f"error: {args.runs_dir}: no <arm>/{METRICS_FILE}; pass the folder bench/pretrain_jax.py "
+        sys.exit(f"error: {args.runs_dir}: no <arm>/{METRICS_FILE}; pass the folder training_jax.pretrain "
                  "wrote its arms into")
     for arm, run in runs.items():
         info = run["run"]

@@ -1,4 +1,4 @@
-"""Does bench/pretrain_jax.py (JAX, the GPU path) train like run_pretraining.py (TensorFlow)?
+"""Does training_jax.pretrain (JAX, the GPU path) train like run_pretraining.py (TensorFlow)?
 
     python bench/tf_vs_jax_curves.py --tf-model-dir runs/rtd_vs_mlm/data/models/electra \
         --jax-run docs/data/h100_probe/electra --out docs/tf_vs_jax_curves.png --every 500
@@ -39,9 +39,9 @@ def read_tf_run(model_dir):
 
 
 def read_jax_run(run_dir):
-    """(the same shape from bench/pretrain_jax.py's metrics.jsonl, its run record or None)."""
+    """(the same shape from training_jax.pretrain's metrics.jsonl, its run record or None)."""
     if not (run_dir / METRICS_FILE).is_file():
-        raise InputError(f"{run_dir}: no {METRICS_FILE}; pass the arm folder bench/pretrain_jax.py wrote")
+        raise InputError(f"{run_dir}: no {METRICS_FILE}; pass the arm folder training_jax.pretrain wrote")
     splits, record = read_metrics(run_dir)
     curves = {split: {name: [(r["step"], r[name]) for r in records if name in r] for name in CURVES}
               for split, records in splits.items()}
@@ -100,7 +100,7 @@ def table(rows, every):
 
 
 def figure(runs, out):
-    labels = {"TensorFlow": "run_pretraining.py (TensorFlow, CPU)", "JAX": "bench/pretrain_jax.py (JAX, GPU)"}
+    labels = {"TensorFlow": "run_pretraining.py (TensorFlow, CPU)", "JAX": "training_jax.pretrain (JAX, GPU)"}
     curve_grid([(labels[source], runs[source]) for source in SOURCES], out,
                held_out_style={"marker": "o", "markersize": 3, "linewidth": 0})
 
@@ -111,7 +111,7 @@ def main(argv=None):
     parser.add_argument("--tf-model-dir", type=pathlib.Path, required=True,
                         help="the model folder run_pretraining.py wrote (its logs/ are read)")
     parser.add_argument("--jax-run", type=pathlib.Path, required=True,
-                        help="the arm folder bench/pretrain_jax.py wrote (its metrics.jsonl is read)")
+                        help="the arm folder training_jax.pretrain wrote (its metrics.jsonl is read)")
     parser.add_argument("--out", type=pathlib.Path, required=True, help="the PNG to write")
     parser.add_argument("--every", type=int, default=500, help="the training spans' length in steps")
     args = parser.parse_args(argv)
