@@ -208,7 +208,9 @@ def size_on_device(study_dir, minutes, measure_steps=30):
                 for arm in ARMS}
     measured = {arm: measure(study_dir, exported[arm], arm, measure_steps) for arm in ARMS}
     for arm, (rate, compile_seconds) in measured.items():
-        log(f"{arm}: {rate:.2f} steps/s after a {compile_seconds:.0f} s compile")
+        config = PretrainingConfig.load(study_dir / exported[arm])
+        log(f"{arm}: {rate:.2f} steps/s of batch {config.train_batch_size} after a {compile_seconds:.0f} s "
+            f"compile; 1M steps would take {1e6 / rate / 3600:.1f} h")
     steps, expected_seconds = steps_that_fit(plan, measured, minutes)
     sized = dataclasses.replace(plan, electra_steps=steps,
                                 extra_budgets=[s for s in plan.extra_budgets if s < steps])
