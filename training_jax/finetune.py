@@ -30,13 +30,9 @@ import argparse
 import json
 import os
 import pathlib
-import sys
 import time
 
-os.environ.setdefault("KERAS_BACKEND", "jax")
-REPO = pathlib.Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
+os.environ.setdefault("KERAS_BACKEND", "jax")  # before Keras is imported: this module is the JAX side only
 
 import jax  # noqa: E402
 import keras  # noqa: E402
