@@ -33,8 +33,9 @@ def export_tiny_study(tmp_path, electra_steps=6, budgets=2, finetune_tasks=False
 
 
 ON_THE_ACCELERATOR = textwrap.dedent('''
-    import json, pathlib, sys
+    import json, os, pathlib, sys
     sys.modules["tensorflow"] = None  # as on the accelerator machines: any use of TensorFlow fails
+    os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"  # cache even the tiny model's programs
     from bench import rtd_vs_mlm
     from training_jax import pretrain
 

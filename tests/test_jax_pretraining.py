@@ -13,6 +13,8 @@ from tests.test_bench_rtd_vs_mlm_device import export_tiny_study
 PIECES_SCRIPT = textwrap.dedent('''
     import contextlib, io, json, sys
     sys.modules["tensorflow"] = None  # as on the accelerator machines: any use of TensorFlow fails
+    import jax
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)  # the tiny model compiles in < 1 s
     from training_jax import pretrain
 
     study, root = sys.argv[1], sys.argv[2]

@@ -41,6 +41,7 @@ STUDY_FILE = "study.json"
 TRAIN_ARRAYS = "train.npz"
 EVAL_ARRAYS = "eval.npz"
 METRICS_FILE = "metrics.jsonl"
+COMPILE_CACHE = "jax_cache"  # in the study folder: compiled programs shared by the pieces of its runs
 LEGACY_RUN_FILE = "run.json"  # where the first runs (docs/data/h100_probe) wrote the run record
 DONE, PAUSED = "done", "paused"
 
@@ -393,7 +394,18 @@ def main(argv=None):
 
     if keras.backend.backend() != "jax":
         sys.exit(f"run with KERAS_BACKEND=jax (got {keras.backend.backend()})")
+    use_compile_cache(args.study / COMPILE_CACHE)
     return Run(args).run(started)
+
+
+def use_compile_cache(folder):
+    """JAX's persistent compilation cache in `folder` (unless JAX_COMPILATION_CACHE_DIR names another): the
+    pieces of a run after the first load the compiled step instead of compiling it again (the same
+    program, so the same results)."""
+    import jax
+
+    if not jax.config.jax_compilation_cache_dir:
+        jax.config.update("jax_compilation_cache_dir", str(folder))
 
 
 if __name__ == "__main__":
