@@ -55,13 +55,12 @@ def prepare(args):
     if keras.backend.backend() != "tensorflow":
         raise InputError(f"KERAS_BACKEND={keras.backend.backend()}: run_pretraining.py needs the tensorflow "
                          "backend; unset KERAS_BACKEND")
-    import tensorflow as tf
     from training import checkpointing, strategy as strategy_lib
     from training.loop import Run
 
     strategy = strategy_lib.select_strategy(args.tpu)
     run_config.check_batch(config, strategy.num_replicas_in_sync)
-    has_checkpoint = tf.train.latest_checkpoint(str(config.model_dir)) is not None
+    has_checkpoint = checkpointing.latest_checkpoint(config.model_dir) is not None
     saved = run_config.check_resume(config, config.model_dir, has_checkpoint)
     if has_checkpoint:
         run_config.check_resume_vocabulary(config.model_dir, metadata, dataset_dir)

@@ -4,6 +4,7 @@ Run scripts catch it, print its single line and exit with code 2, so a user sees
 and how to fix it instead of a traceback.
 """
 import functools
+import re
 import sys
 
 EXIT_BAD_INPUT = 2
@@ -25,3 +26,11 @@ def exit_on_input_error(main):
             sys.exit(EXIT_BAD_INPUT)
 
     return wrapper
+
+
+def short_reason(error: BaseException) -> str:
+    """An exception's first line without TensorFlow's op decorations ({{function_node …}}, [Op:…]), to
+    quote as the reason inside an InputError's one line."""
+    lines = str(error).strip().splitlines()
+    text = re.sub(r"\{\{[^}]*\}\}|\s*\[Op:.*$", "", lines[0] if lines else "").strip()
+    return text or type(error).__name__

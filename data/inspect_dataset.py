@@ -40,7 +40,8 @@ def main(argv=None) -> dict:
     args = parser.parse_args(argv)
     dataset_dir = args.dataset_dir or paths.pretrain_tfrecords_dir(paths.default_data_dir())
     metadata = tfrecords.load_metadata(dataset_dir)
-    examples, tokens, first = count_examples(dataset_dir, metadata)
+    with tfrecords.naming_damaged_shards(tfrecords.shard_files(dataset_dir, metadata)):
+        examples, tokens, first = count_examples(dataset_dir, metadata)
     counts = metadata["counts"]
     if (examples, tokens) != (counts["examples"], counts["tokens"]):
         raise InputError(f"{dataset_dir}: metadata says {counts['examples']} examples / {counts['tokens']} "

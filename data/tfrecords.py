@@ -4,14 +4,15 @@ metadata.json, and the tf.data reader for one worker of many.
 The features keep the original names (`input_ids`, `input_mask`, `segment_ids`, int64, fixed length);
 masking happens in the model at every step, so no masked-LM features are stored.
 """
+import contextlib
 import json
 import os
 import pathlib
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from data.errors import InputError
+from data.errors import InputError, short_reason
 
 FEATURE_NAMES = ("input_ids", "input_mask", "segment_ids")
 SHARD_PREFIX = "pretrain_data.tfrecord"
@@ -235,6 +236,49 @@ def pretraining_dataset(dataset_dir, batch_size: int, *, files: Optional[Sequenc
     dataset = dataset.batch(batch_size, drop_remainder=training)
     dataset = dataset.map(parse, num_parallel_calls=tf.data.AUTOTUNE)
     return dataset.prefetch(tf.data.AUTOTUNE)
+
+
+# --- damage ------------------------------------------------------------------------------------------
+# load_metadata catches a shard whose size changed; bytes damaged in place are only found when a record
+# fails its checksum, deep in an interleaved read whose DataLossError says "corrupted record at <offset>"
+# but not in which file. The files are then read one by one to name it, only after such an error, so a
+# healthy run never pays for the scan.
+
+def first_damaged_shard(files: Sequence[str]) -> Optional[Tuple[str, str]]:
+    """(file, TensorFlow's reason) for the first file whose records fail their checksums, else None.
+
+    Records are read in large batches, so the scan runs at disk speed (a 112 MB shard: 0.2 s from the
+    page cache on 2 cores, against 2.6 s record by record).
+    """
+    import tensorflow as tf
+
+    for file in files:
+        try:
+            for _ in tf.data.TFRecordDataset(file).batch(4096):
+                pass
+        except tf.errors.DataLossError as error:
+            return file, short_reason(error)
+    return None
+
+
+@contextlib.contextmanager
+def naming_damaged_shards(files: Sequence[str], then: str = ""):
+    """A DataLossError while reading `files` becomes one InputError naming the damaged shard and the fix.
+
+    `then` ends the line with what the user does after the rebuild. An error that no shard's checksums
+    explain (a failing disk, a transient read error) is raised unchanged.
+    """
+    import tensorflow as tf
+
+    try:
+        yield
+    except tf.errors.DataLossError:
+        damaged = first_damaged_shard(files)
+        if damaged is None:
+            raise
+        file, reason = damaged
+        raise InputError(f"{file}: damaged ({reason}); rebuild the dataset with the same "
+                         f"build_pretraining_dataset.py command and --overwrite{then}") from None
 
 
 def _shard_examples(metadata: Dict, file: str) -> int:

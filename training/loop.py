@@ -15,6 +15,11 @@ from training.collapse import CollapseDetector
 from training.step import EXAMPLES, SKIPPED, TOKENS, PretrainingSteps
 
 
+# Ends the line for a damaged shard: the error stops the run before any further save, so the model
+# folder's checkpoints are those of before and a resume after the rebuild continues from the last one.
+RESUME_AFTER_REBUILD = ", then run the same command again to resume from the last checkpoint"
+
+
 def resolve_jit(use_xla, device_kind):
     """XLA on GPU/TPU when asked. On CPU it is off: measured slower there for these models
     (docs/benchmarks.md, "Pretraining step speed")."""
@@ -86,14 +91,11 @@ class Run:
                                          **steps.trackables())
         checkpoints = checkpointing.Checkpoints(self.model_dir, checkpoint, config.keep_checkpoint_max,
                                                 chief=self.chief, worker_id=strategy_lib.worker_id(strategy))
-        restored = None
-        if checkpoints.latest and not checkpointing.holds_optimizer_state(checkpoints.latest):
-            checkpointing.restore_weights(pretrainer, checkpoints.latest, label="model folder checkpoint")
-            say(f"{checkpoints.latest} holds weights only (an imported model): training starts from them "
-                "with a fresh optimizer at step 0.")
-        else:
-            restored = checkpoints.restore_latest()
+        restored = self.restore(pretrainer, checkpoints)
         if restored:
+            if restored != checkpoints.listed_latest:
+                say(f"Note: {checkpoints.listed_latest} is listed in {self.model_dir / 'checkpoint'} but its "
+                    "files are gone; resuming from the newest checkpoint still there.")
             say(f"Resuming from {restored} at step {int(optimizer.iterations.numpy())}.")
             changed = run_config.changed_fields(self.saved_config, config)
             if changed:
@@ -126,7 +128,8 @@ class Run:
                 boundaries.append((step // every + 1) * every)
             boundaries += [extra for extra in config.extra_checkpoint_steps if extra > step]
             num = min(boundaries) - step
-            stats = to_numpy(steps.train(iterator, num, config.max_seq_length))
+            with tfrecords.naming_damaged_shards(self.train_files, RESUME_AFTER_REBUILD):
+                stats = to_numpy(steps.train(iterator, num, config.max_seq_length))
             # Updates, not loop iterations: a float16 step skipped for non-finite gradients does not
             # count (optimizer.iterations stays), so the run makes num_train_steps real updates and a
             # checkpoint's number is its optimizer step (what a resume restarts from).
@@ -174,15 +177,30 @@ class Run:
             f"{self.model_dir / 'logs'} (tensorboard --logdir {self.model_dir / 'logs'}).")
         return step
 
+    def restore(self, pretrainer, checkpoints):
+        """Resumes from the model folder's latest checkpoint (the path), or loads an import's weights only
+        (None). A damaged checkpoint stops with one line that says which older one to resume from."""
+        latest = checkpoints.latest
+        if not latest:
+            return None
+        with checkpointing.explaining_damage(self.model_dir, latest):
+            if checkpointing.holds_optimizer_state(latest):
+                return checkpoints.restore_latest()
+            checkpointing.restore_weights(pretrainer, latest, label="model folder checkpoint")
+        self.reporter.print(f"{latest} holds weights only (an imported model): training starts from them "
+                            "with a fresh optimizer at step 0.")
+        return None
+
     def evaluate(self, steps, pretrainer, step):
         dataset = eval_dataset(self.strategy, self.config, self.dataset_dir, self.metadata, self.eval_files)
         total, count = None, 0
-        for index, batch in enumerate(dataset):
-            if self.config.num_eval_steps and index >= self.config.num_eval_steps:
-                break
-            stats = to_numpy(steps.evaluate(batch, tf.constant(index, tf.int64)))
-            total = stats if total is None else add_stats(total, stats)
-            count += 1
+        with tfrecords.naming_damaged_shards(self.eval_files, RESUME_AFTER_REBUILD):
+            for index, batch in enumerate(dataset):
+                if self.config.num_eval_steps and index >= self.config.num_eval_steps:
+                    break
+                stats = to_numpy(steps.evaluate(batch, tf.constant(index, tf.int64)))
+                total = stats if total is None else add_stats(total, stats)
+                count += 1
         if total is None:
             return None
         metrics = pretrainer.finalize_metrics(total)

@@ -1,0 +1,170 @@
+"""Damaged bytes in a dataset shard or a checkpoint: one line naming the file and the way on, exit 2, and the
+model folder's checkpoints left exactly as they were.
+
+The damage keeps each file's size (64 bytes flipped in the middle), so the size check of load_metadata
+passes and only the records' or tensors' checksums can find it; for checkpoints, truncation too.
+"""
+import json
+import shutil
+
+import pytest
+
+import run_pretraining
+from data import inspect_dataset, tfrecords
+from tests.helpers import MICRO_MODEL, build_tiny_dataset
+from training import checkpointing
+
+FAST = {"model_size": "electra_tiny", "model_hparam_overrides": MICRO_MODEL, "train_batch_size": 8,
+        "eval_batch_size": 8, "num_warmup_steps": 10, "iterations_per_loop": 10, "save_checkpoints_steps": 10}
+SHARD_0, SHARD_1 = (tfrecords.shard_name(i, 2) for i in range(2))
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """A tiny dataset and a model folder trained on it for 20 steps: ckpt-10 and ckpt-20."""
+    folder = tmp_path_factory.mktemp("damage")
+    build_tiny_dataset(folder, max_seq_length=32, num_shards=2, max_documents=40)
+    run_pretraining.main(cli(folder, num_train_steps=20))
+    return folder
+
+
+@pytest.fixture
+def data_dir(trained, tmp_path):
+    """A copy of the dataset and the model folder that a test may damage."""
+    for part in ("pretrain_tfrecords", "models"):
+        shutil.copytree(trained / part, tmp_path / part)
+    return tmp_path
+
+
+def cli(data_dir, **hparams):
+    return ["--model-name", "electra_tiny", "--data-dir", str(data_dir), "--hparams", json.dumps({**FAST, **hparams})]
+
+
+def flip_middle(path, count=64):
+    data = bytearray(path.read_bytes())
+    middle = len(data) // 2
+    data[middle:middle + count] = bytes(b ^ 0xFF for b in data[middle:middle + count])
+    path.write_bytes(bytes(data))
+
+
+def truncate(path):
+    path.write_bytes(path.read_bytes()[:path.stat().st_size // 2])
+
+
+def folder_bytes(model_dir):
+    """Every checkpoint file and the state file, by name: what must survive an error unchanged."""
+    return {p.name: p.read_bytes() for p in sorted(model_dir.iterdir())
+            if p.name == "checkpoint" or p.name.startswith("ckpt-")}
+
+
+def one_error_line(capsys, exit_info):
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: "), err
+    return err[0]
+
+
+def test_a_damaged_training_shard_names_itself_and_keeps_the_checkpoints(data_dir, capsys, monkeypatch):
+    """Resumed at step 20 and saving every 10 steps, the run reaches the flipped record later: one line
+    naming that shard and --overwrite, exit 2, and the checkpoints as they were when the error came."""
+    model_dir = data_dir / "models" / "electra_tiny"
+    before = folder_bytes(model_dir)
+    flip_middle(data_dir / "pretrain_tfrecords" / SHARD_0)
+    at_error = {}
+    scan = tfrecords.first_damaged_shard
+
+    def scan_after_snapshot(files):
+        at_error.update(folder_bytes(model_dir))
+        return scan(files)
+    monkeypatch.setattr(tfrecords, "first_damaged_shard", scan_after_snapshot)
+
+    with pytest.raises(SystemExit) as exit_info:
+        run_pretraining.main(cli(data_dir, num_train_steps=200, keep_checkpoint_max=0))
+    line = one_error_line(capsys, exit_info)
+    assert f"{data_dir / 'pretrain_tfrecords' / SHARD_0}: damaged (corrupted record at" in line
+    assert "build_pretraining_dataset.py command and --overwrite" in line and SHARD_1 not in line
+    assert "ckpt-30.index" in at_error  # it saved once more before it met the damage (fixed by the seed)
+    assert folder_bytes(model_dir) == at_error  # and wrote nothing after the error
+    assert all(at_error[name] == data for name, data in before.items() if name != "checkpoint")  # nor before
+
+
+def test_a_damaged_eval_shard_stops_the_evaluation_with_one_line(data_dir, capsys):
+    """With do_eval the last shard is held out; resumed at its last step, the run evaluates at once and
+    meets the damage there: one line naming that shard, the checkpoints untouched."""
+    model_dir = data_dir / "models" / "electra_tiny"
+    before = folder_bytes(model_dir)
+    flip_middle(data_dir / "pretrain_tfrecords" / SHARD_1)
+    with pytest.raises(SystemExit) as exit_info:
+        run_pretraining.main(cli(data_dir, num_train_steps=20, do_eval=True))
+    line = one_error_line(capsys, exit_info)
+    assert line.startswith(f"error: {data_dir / 'pretrain_tfrecords' / SHARD_1}: damaged (")
+    assert "--overwrite" in line
+    assert folder_bytes(model_dir) == before
+
+
+def test_inspect_dataset_names_the_damaged_shard(data_dir, capsys):
+    flip_middle(data_dir / "pretrain_tfrecords" / SHARD_1)
+    with pytest.raises(SystemExit) as exit_info:
+        inspect_dataset.main([str(data_dir / "pretrain_tfrecords")])
+    line = one_error_line(capsys, exit_info)
+    assert f"{SHARD_1}: damaged (corrupted record at" in line and "--overwrite" in line
+
+
+@pytest.mark.parametrize("damage", ["truncated_data", "flipped_data", "flipped_index", "both_damaged"])
+def test_a_damaged_latest_checkpoint_names_the_file_and_the_older_one(data_dir, capsys, damage):
+    """Resuming on a damaged ckpt-20: one line naming its file and ckpt-10 (or that none is complete),
+    nothing in the folder changed; following the advice (moving ckpt-20.* away) resumes from ckpt-10."""
+    model_dir = data_dir / "models" / "electra_tiny"
+    data_file = model_dir / "ckpt-20.data-00000-of-00001"
+    if damage == "flipped_index":
+        flip_middle(model_dir / "ckpt-20.index")
+    elif damage == "flipped_data":
+        flip_middle(data_file)
+    else:
+        truncate(data_file)
+    if damage == "both_damaged":
+        flip_middle(model_dir / "ckpt-10.data-00000-of-00001")
+    before = folder_bytes(model_dir)
+    with pytest.raises(SystemExit) as exit_info:
+        run_pretraining.main(cli(data_dir, num_train_steps=30))
+    line = one_error_line(capsys, exit_info)
+    damaged = model_dir / "ckpt-20.index" if damage == "flipped_index" else data_file
+    assert line.startswith(f"error: {damaged}: damaged (") and "cannot resume from ckpt-20" in line
+    assert folder_bytes(model_dir) == before
+    moved = data_dir / "moved"
+    moved.mkdir()
+    if damage == "both_damaged":
+        assert f"no older complete checkpoint is listed: move ckpt-20.*, ckpt-10.* out of {model_dir}" in line
+        for path in model_dir.glob("ckpt-*"):
+            path.rename(moved / path.name)
+        run = run_pretraining.prepare(run_pretraining.parse_args(cli(data_dir, num_train_steps=30)))
+        assert checkpointing.latest_checkpoint(model_dir) is None and run.saved_config is None  # a new run
+        return
+    assert f"ckpt-10 is complete: move ckpt-20.* out of {model_dir}" in line
+
+    for path in model_dir.glob("ckpt-20.*"):
+        path.rename(moved / path.name)
+    assert run_pretraining.main(cli(data_dir, num_train_steps=10)) == 10
+    out = capsys.readouterr().out
+    assert f"Resuming from {model_dir / 'ckpt-10'} at step 10." in out
+    assert "ckpt-20 is listed in" in out
+
+
+def test_a_damaged_checkpoint_state_file_says_what_to_write_into_it(data_dir, capsys):
+    """TensorFlow reads an unparsable `checkpoint` file as "no checkpoint", so the run would start over and
+    write over ckpt-10; instead one line names it and the line to write, which resumes from ckpt-20."""
+    model_dir = data_dir / "models" / "electra_tiny"
+    flip_middle(model_dir / "checkpoint")
+    before = folder_bytes(model_dir)
+    with pytest.raises(SystemExit) as exit_info:
+        run_pretraining.main(cli(data_dir, num_train_steps=30))
+    line = one_error_line(capsys, exit_info)
+    assert line == (f'error: {model_dir / "checkpoint"}: damaged (not a checkpoint state), so the latest checkpoint '
+                    f'is unknown; ckpt-20 is the newest complete one: write the line model_checkpoint_path: '
+                    f'"ckpt-20" into {model_dir / "checkpoint"} (and nothing else) and run the same command again '
+                    'to resume from it')
+    assert folder_bytes(model_dir) == before
+
+    (model_dir / "checkpoint").write_text('model_checkpoint_path: "ckpt-20"\n')
+    assert run_pretraining.main(cli(data_dir, num_train_steps=20)) == 20
+    assert f"Resuming from {model_dir / 'ckpt-20'} at step 20." in capsys.readouterr().out
