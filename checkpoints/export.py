@@ -3,6 +3,7 @@
     python -m checkpoints.export --model-dir electra_data/models/electra_small --format hf --output out/hf
     python -m checkpoints.export --model-dir electra_data/models/electra_base --format bert --output out/bert
     python -m checkpoints.export --model-dir electra_data/models/electra_small --format tf1 --output out/tf1
+    python -m checkpoints.export --model-dir electra_data/models/electra_small --format keras_hub --output out/kh
     python -m checkpoints.export --model-dir <fine-tuned folder> --format saved_model --output out/sst/1
 
 Formats:
@@ -12,6 +13,9 @@ Formats:
                models whose embedding size equals the hidden size (Base, Large)
   hf           <output>/discriminator (ElectraForPreTraining, ElectraModel) and <output>/generator
                (ElectraForMaskedLM): config.json, model.safetensors, vocab and tokenizer files
+  keras_hub    a keras-hub preset of the encoder (config.json, model.weights.h5, tokenizer.json,
+               assets/tokenizer/vocabulary.txt, metadata.json) for keras_hub.models.ElectraBackbone and
+               ElectraTokenizer .from_preset(<output>); needs keras-hub (requirements-test.txt)
   saved_model  a fine-tuned classifier as a SavedModel serving raw strings (labels and probabilities)
 
 --model-dir takes a model folder (its latest checkpoint) or a checkpoint prefix in one (…/ckpt-1000).
@@ -29,7 +33,7 @@ import pathlib
 
 from data.errors import exit_on_input_error
 
-FORMATS = ("tf1", "bert", "hf", "saved_model")
+FORMATS = ("tf1", "bert", "hf", "keras_hub", "saved_model")
 
 
 def parse_args(argv=None):
@@ -60,8 +64,19 @@ def main(argv=None):
     from checkpoints import exporters
     from checkpoints.model_folder import load_model_folder
 
+    if args.format == "keras_hub":
+        from checkpoints.keras_hub_preset import import_keras_hub
+
+        import_keras_hub("--format keras_hub")  # before any work
     model = load_model_folder(args.model_dir)
     print(f"Read {model.checkpoint} (step {model.step}).")
+    if args.format == "keras_hub":
+        notes = exporters.export_keras_hub(model, args.output, args.overwrite)
+        print(f"Wrote a keras-hub preset of {args.model_dir}'s encoder to {args.output}: "
+              f"keras_hub.models.ElectraBackbone.from_preset({str(args.output)!r}), and ElectraTokenizer likewise.")
+        for note in notes:
+            print(f"Note: {note}.")
+        return notes
     written = {"tf1": exporters.export_tf1, "bert": exporters.export_bert, "hf": exporters.export_hf}[args.format](
         model, args.output, args.overwrite)
     detail = (f"models {', '.join(written)}" if args.format == "hf" else f"{written} tensors")

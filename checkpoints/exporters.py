@@ -1,4 +1,4 @@
-"""Exports of a pretrained model folder: TF1-named ELECTRA, BERT drop-in, Hugging Face.
+"""Exports of a pretrained model folder: TF1-named ELECTRA, BERT drop-in, Hugging Face, keras-hub.
 
 Each takes a checkpoints.model_folder.ModelFolder and writes one output folder atomically.
 """
@@ -81,3 +81,17 @@ def export_hf(model, output, overwrite=False):
             config = hf_lib.hf_config(encoders[tower], hf_lib.ARCHITECTURES[tower], pad_id)
             hf_lib.write_hf_folder(temp / tower, tensors, config, model.vocab_file, model.config.do_lower_case)
     return sorted(models)
+
+
+def export_keras_hub(model, output, overwrite=False):
+    """A keras-hub preset of the main encoder (ElectraBackbone + ElectraTokenizer, written by keras-hub's
+    save_to_preset); returns the notes for the user (checkpoints/keras_hub_preset.py)."""
+    from checkpoints import keras_hub_preset
+
+    encoder = main_encoder(model.pretrainer)
+    keras_hub_preset.check_exportable(model, encoder)
+    backbone = keras_hub_preset.build_backbone(encoder, names_lib.export_tensors(model.pretrainer))
+    tokenizer = keras_hub_preset.build_tokenizer(_tokenizer(model))
+    with atomic_output_dir(output, overwrite) as temp:
+        keras_hub_preset.save_preset(temp, backbone, tokenizer)
+    return keras_hub_preset.export_notes(encoder)

@@ -1,4 +1,5 @@
-"""Imports official TF1 ELECTRA checkpoints and Hugging Face ELECTRA folders as one of our model folders.
+"""Imports official TF1 ELECTRA checkpoints, Hugging Face ELECTRA folders and keras-hub ELECTRA presets as one
+of our model folders.
 
     python -m checkpoints.import_weights --source electra_small/ --model-name electra_small_official
     python -m checkpoints.import_weights --source hf/electra-base-discriminator \\
@@ -7,10 +8,12 @@
 --source: a TF1 checkpoint prefix (…/model.ckpt-N) or a folder holding one (the official release's
 folders), or a Hugging Face ELECTRA folder (config.json + model.safetensors): a discriminator folder,
 optionally with --generator, or a folder with discriminator/ and generator/ subfolders (what
-`checkpoints.export --format hf` writes). The model's sizes are read from the tensors and checked against
---hparams when given (else inferred; attention heads from the Hugging Face config, or from the
-electra_config.json our TF1 export writes, or hidden / 64 as in the original). Optimizer slots and
-global_step are ignored.
+`checkpoints.export --format hf` writes), or a keras-hub ElectraBackbone preset (config.json +
+model.weights.h5, with tokenizer.json and assets/tokenizer/vocabulary.txt; the encoder alone, so the
+discriminator head and the generator start fresh; needs keras-hub). The model's sizes are read from the
+tensors and checked against --hparams when given (else inferred; attention heads from the Hugging Face or
+keras-hub config, or from the electra_config.json our TF1 export writes, or hidden / 64 as in the
+original). Optimizer slots and global_step are ignored.
 
 Writes <data-dir>/models/<model-name>/: config.json, the vocabulary (vocab.txt beside the checkpoint, or
 --vocab-file / --spm-model) and a checkpoint in our format, which `run_pretraining.py --init-checkpoint`
@@ -33,7 +36,7 @@ from data.errors import InputError, exit_on_input_error
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--source", required=True, type=pathlib.Path,
-                        help="TF1 checkpoint prefix or folder, or Hugging Face ELECTRA folder")
+                        help="TF1 checkpoint prefix or folder, Hugging Face ELECTRA folder, or keras-hub preset")
     parser.add_argument("--generator", type=pathlib.Path, default=None,
                         help="the generator's Hugging Face folder (when --source is the discriminator's)")
     parser.add_argument("--model-name", required=True, help="the folder to write under <data-dir>/models/")
@@ -44,7 +47,8 @@ def parse_args(argv=None):
                        help="WordPiece vocab.txt (default: the one beside the checkpoint)")
     vocab.add_argument("--spm-model", type=pathlib.Path, default=None, help="SentencePiece model instead")
     parser.add_argument("--lower-case", action=argparse.BooleanOptionalAction, default=None,
-                        help="the vocabulary's casing (default: the Hugging Face tokenizer config's, else on)")
+                        help="the vocabulary's casing (default: the Hugging Face or keras-hub tokenizer config's, "
+                             "else on)")
     parser.add_argument("--hparams", default="",
                         help="JSON (inline or a .json file) of PretrainingConfig fields the model was trained "
                              "with, e.g. '{\"model_size\": \"electra_small_plus\"}'; checked against the tensors")
@@ -66,7 +70,7 @@ def main(argv=None):
     check_output_dir(model_dir, args.overwrite, flag="--model-name")
     source = importer.open_source(args.source, args.generator)
     vocab_file, spm_model = importer.resolve_vocab(source, args.vocab_file, args.spm_model)
-    lower_case = importer.hf_lower_case(source) if args.lower_case is None else args.lower_case
+    lower_case = importer.source_lower_case(source) if args.lower_case is None else args.lower_case
     tokenizer = load_tokenizer(vocab_file=vocab_file, spm_model=spm_model, lower_case=lower_case)
     config, _ = importer.import_weights(source, model_dir, tokenizer, args.hparams, args.overwrite)
     print(f"Wrote {model_dir} (step {source.step}). Continue pretraining on a dataset built with its "

@@ -1,4 +1,4 @@
-"""Import: TF1 or Hugging Face ELECTRA weights → one of our model folders.
+"""Import: TF1, Hugging Face or keras-hub ELECTRA weights → one of our model folders.
 
 The model's shape is read from the tensors (vocabulary, embedding and hidden sizes, layers, FFN width, the
 generator tower, which embeddings are shared) and checked against the config given with `hparams` or
@@ -54,14 +54,21 @@ class Layout:
     untied_generator_embeddings: bool
     gdes_embeddings: bool
     fresh_generator: bool  # a discriminator-only checkpoint: the generator starts from scratch
+    fresh_discriminator_head: bool = False  # an encoder alone (a keras-hub backbone): the head starts fresh
 
 
 # ------------------------------------------------------------------------------------------------ sources
 
 
 def open_source(path, generator=None):
-    """A TF1Source or HFSource for --source (and --generator, Hugging Face only)."""
+    """A TF1Source, HFSource or KerasHubSource for --source (and --generator, Hugging Face only)."""
+    from checkpoints import keras_hub_preset
+
     path = pathlib.Path(path)
+    if keras_hub_preset.is_keras_hub_preset(path):
+        if generator is not None:
+            raise InputError("--generator is for Hugging Face folders; a keras-hub preset holds one encoder")
+        return keras_hub_preset.KerasHubSource(path)
     if hf_lib.is_hf_folder(path) or hf_lib.is_hf_folder(path / "discriminator"):
         discriminator, paired = hf_lib.split_pair(path)
         if generator is not None and not hf_lib.is_hf_folder(generator):
@@ -101,7 +108,8 @@ def read_layout(source):
     positions = _require(source, "electra/embeddings/position_embeddings")[0]
     types = _require(source, "electra/embeddings/token_type_embeddings")[0]
     discriminator = _tower(source, names_lib.DISCRIMINATOR)
-    has_discriminator_head = source.has(f"{names_lib.DISCRIMINATOR_HEAD}/dense/kernel")
+    encoder_only = getattr(source, "encoder_only", False)
+    has_discriminator_head = encoder_only or source.has(f"{names_lib.DISCRIMINATOR_HEAD}/dense/kernel")
     has_generator_head = source.has(f"{names_lib.GENERATOR_HEAD}/output_bias")
     if not has_discriminator_head and not has_generator_head:
         _require(source, f"{names_lib.DISCRIMINATOR_HEAD}/dense/kernel")
@@ -122,7 +130,8 @@ def read_layout(source):
     return Layout(vocab_size, embedding_size, positions, types, discriminator, generator,
                   generator_embedding_size, electra_objective=has_discriminator_head,
                   untied_generator=generator is not None or fresh or not has_discriminator_head,
-                  untied_generator_embeddings=untied_embeddings, gdes_embeddings=gdes, fresh_generator=fresh)
+                  untied_generator_embeddings=untied_embeddings, gdes_embeddings=gdes, fresh_generator=fresh,
+                  fresh_discriminator_head=encoder_only)
 
 
 # ------------------------------------------------------------------------------------------------ config
@@ -247,14 +256,18 @@ def resolve_vocab(source, vocab_file=None, spm_model=None):
     """--vocab-file/--spm-model, else the vocabulary beside the checkpoint (InputError if none)."""
     if vocab_file or spm_model:
         return vocab_file, spm_model
-    found = find_vocab(source.folder)
+    found = getattr(source, "vocab_file", None) or find_vocab(source.folder)
     if found is None:
         raise InputError(f"--source {source.folder}: no vocab.txt (or single SentencePiece .model) beside the "
-                         "checkpoint; pass --vocab-file or --spm-model")
+                         "checkpoint, nor a keras-hub tokenizer; pass --vocab-file or --spm-model")
     return (found, None) if found.suffix != ".model" else (None, found)
 
 
-def hf_lower_case(source):
+def source_lower_case(source):
+    """The casing the source's tokenizer files state (keras-hub's tokenizer.json, Hugging Face's
+    tokenizer_config.json), else lower-cased (the official vocabulary is uncased)."""
+    if getattr(source, "lower_case", None) is not None:
+        return source.lower_case
     path = pathlib.Path(source.folder) / "tokenizer_config.json"
     if getattr(source, "hf_config", None) is None or not path.is_file():
         return True
@@ -280,11 +293,17 @@ def import_weights(source, model_dir, tokenizer, hparams=None, overwrite=False, 
         read_names.add(name)
         return source.get(name)
 
-    names_lib.assign_imported(pretrainer, read, skip_generator=layout.fresh_generator)
+    names_lib.assign_imported(pretrainer, read, skip_generator=layout.fresh_generator,
+                              skip_discriminator_head=layout.fresh_discriminator_head)
     unused = source.unused_keys(read_names)
     if unused:
         say(f"Note: {len(unused)} tensor(s) not used: {', '.join(unused[:5])}{' …' if len(unused) > 5 else ''}")
-    if layout.fresh_generator:
+    for note in getattr(source, "notes", []):
+        say(f"Note: {note}.")
+    if layout.fresh_discriminator_head:
+        say(f"Note: the {source.kind} holds the encoder alone; the discriminator head and the generator are "
+            "initialised fresh (fine-tuning uses only the encoder; continued pretraining trains them from scratch).")
+    elif layout.fresh_generator:
         say("Note: the checkpoint holds no generator; a fresh one is initialised (fine-tuning uses only the "
             "discriminator; continued pretraining trains the generator from scratch).")
     write_model_folder(model_dir, config, pretrainer, tokenizer.vocab_file, step=source.step, overwrite=overwrite)
@@ -295,6 +314,8 @@ def describe(config, layout):
     model = config.model_config()
     text = (f"discriminator {model.num_layers} layers × {model.hidden_size} ({model.num_heads} heads, "
             f"embeddings {model.embedding_size}, vocabulary {model.vocab_size})")
+    if layout.fresh_discriminator_head:
+        return text + ", encoder only"
     if layout.fresh_generator:
         return text + ", no generator"
     if config.electra_objective and config.untied_generator:

@@ -1,4 +1,4 @@
-"""The one table of names, ours ↔ TF1 ↔ Hugging Face ↔ BERT (REPRODUCTION_NOTES §6).
+"""The one table of names, ours ↔ TF1 ↔ Hugging Face ↔ BERT ↔ keras-hub (REPRODUCTION_NOTES §6).
 
 The TF1 table is model/names.py's `tf1_name_map` (built from the model's structure, so it is never out of
 date). Every other name is derived from a TF1 name by the rules below, the same renames Hugging Face's
@@ -44,13 +44,16 @@ def export_tensors(pretrainer):
     return tensors
 
 
-def assign_imported(pretrainer, read, skip_generator=False):
+def assign_imported(pretrainer, read, skip_generator=False, skip_discriminator_head=False):
     """Sets every weight of `pretrainer` from `read(tf1_name, shape) -> array` (the inverse of
     export_tensors; a gdes residual becomes merged − shared). With `skip_generator` the generator tower
-    and head keep their fresh initialisation (a checkpoint that holds only a discriminator)."""
+    and head keep their fresh initialisation (a checkpoint that holds only a discriminator), with
+    `skip_discriminator_head` the discriminator head (a bare encoder, e.g. a keras-hub backbone)."""
     variables = tf1_name_map(pretrainer)
     for name, variable in variables.items():
         if name == GDES_DELTA or (skip_generator and tower_of(name) == GENERATOR):
+            continue
+        if skip_discriminator_head and name.startswith(f"{DISCRIMINATOR_HEAD}/"):
             continue
         source = GENERATOR_WORD_EMBEDDINGS if (name == WORD_EMBEDDINGS and GDES_DELTA in variables) else name
         variable.assign(read(source, tuple(variable.shape)))
@@ -135,3 +138,51 @@ def bert_tensors(tensors):
     Only for embedding size = hidden size (the caller checks): there is no embeddings_project in BERT."""
     return {f"bert/{name.partition('/')[2]}": array for name, array in tensors.items()
             if name.startswith(f"{DISCRIMINATOR}/")}
+
+
+# ------------------------------------------------------------------------------------------------ TF1 → keras-hub
+
+# keras_hub.models.ElectraBackbone (0.32) variable paths (`variable.path`) of the main encoder's TF1 names,
+# `electra/` removed. Its layers: token/position/segment embeddings, embeddings_layer_norm, an
+# embeddings_projection when embedding_dim ≠ hidden_dim, transformer_layer_i (keras-hub's post-LayerNorm
+# TransformerEncoder over keras.layers.MultiHeadAttention), and a pooled_dense that ELECTRA does not have.
+KERAS_HUB_RENAMES = (
+    (r"embeddings/word_embeddings$", "token_embedding/embeddings"),
+    (r"embeddings/position_embeddings$", "position_embedding/embeddings"),
+    (r"embeddings/token_type_embeddings$", "segment_embedding/embeddings"),
+    (r"embeddings/LayerNorm/", "embeddings_layer_norm/"),
+    (r"embeddings_project/", "embeddings_projection/"),
+    (r"encoder/layer_(\d+)/attention/self/", r"transformer_layer_\1/self_attention_layer/"),
+    (r"encoder/layer_(\d+)/attention/output/dense/", r"transformer_layer_\1/self_attention_layer/attention_output/"),
+    (r"encoder/layer_(\d+)/attention/output/LayerNorm/", r"transformer_layer_\1/self_attention_layer_norm/"),
+    (r"encoder/layer_(\d+)/intermediate/dense/", r"transformer_layer_\1/feedforward_intermediate_dense/"),
+    (r"encoder/layer_(\d+)/output/dense/", r"transformer_layer_\1/feedforward_output_dense/"),
+    (r"encoder/layer_(\d+)/output/LayerNorm/", r"transformer_layer_\1/feedforward_layer_norm/"),
+)
+KERAS_HUB_POOLER = "pooled_dense/"  # keras-hub's tanh pooler on [CLS]; ELECTRA has none
+
+
+def keras_hub_path(tf1_name):
+    """The ElectraBackbone variable path of a TF1 name of the main encoder (`electra/…`), else None."""
+    scope, _, rest = tf1_name.partition("/")
+    if scope != DISCRIMINATOR:
+        return None
+    for pattern, replacement in KERAS_HUB_RENAMES:
+        if re.match(pattern, rest):
+            return re.sub(pattern, replacement, rest, count=1)
+    return None
+
+
+def keras_hub_tf1_shape(path, shape):
+    """The TF1 shape of a keras-hub variable: MultiHeadAttention keeps the heads as an axis (query, key and
+    value kernels [H, heads, H/heads], their biases [heads, H/heads], the output kernel [heads, H/heads,
+    H]); TF1 has [H, H] and [H]. Row-major reshapes map one onto the other (head-major columns, as our
+    attention splits them)."""
+    shape = tuple(shape)
+    if path.endswith("/attention_output/kernel"):
+        return (shape[0] * shape[1], shape[2])
+    if len(shape) == 3:
+        return (shape[0], shape[1] * shape[2])
+    if len(shape) == 2 and "/self_attention_layer/" in path and path.endswith("/bias"):
+        return (shape[0] * shape[1],)
+    return shape
