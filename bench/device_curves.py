@@ -16,7 +16,8 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from training_jax.pretrain import METRICS_FILE, read_metrics  # noqa: E402
-from bench.rtd_vs_mlm import ARMS, CURVES  # noqa: E402
+from bench.rtd_vs_mlm import ARMS  # noqa: E402
+from training.curves import CURVES, curve_grid  # noqa: E402
 
 LABELS = {"electra": "ELECTRA (replaced-token detection)", "mlm": "MLM only (BERT objective)"}
 
@@ -50,30 +51,6 @@ def figure(runs, out):
                                      for name in CURVES} for split in ("train", "eval")})
               for arm, run in runs.items()]
     curve_grid(series, out, held_out_style={"linewidth": 1.6})
-
-
-def curve_grid(series, out, held_out_style):
-    """One panel per CURVES metric; series: [(label, {"train"|"eval": {metric: [(step, value)]}})], each
-    in its own colour, training windows faint, held-out evaluations drawn with held_out_style."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(2, 3, figsize=(12, 6))
-    for index, (label, curves) in enumerate(series):
-        for ax, name in zip(axes.flat, CURVES):
-            for split, style in (("train", {"alpha": 0.35, "linewidth": 0.8}), ("eval", held_out_style)):
-                points = curves[split].get(name)
-                if points:
-                    ax.plot(*zip(*points), color=f"C{index}", **style,
-                            label=f"{label}, {'held-out' if split == 'eval' else 'training'}")
-            ax.set_title(name)
-            ax.set_xlabel("step")
-    axes.flat[0].legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(out, dpi=120)
-    plt.close(fig)
 
 
 def main(argv=None):

@@ -58,6 +58,7 @@ from bench import flops  # noqa: E402
 from configs.pretraining_config import PretrainingConfig  # noqa: E402
 from data.errors import InputError, exit_on_input_error  # noqa: E402
 from finetune.tasks import get_task  # noqa: E402
+from training.curves import CURVES, training_curves  # noqa: E402,F401 (bench scripts and tests import them from here)
 
 ARMS = ("electra", "mlm")
 CONTROL = "random_init"  # the no-pretraining control: the ELECTRA arm's model folder at step 0
@@ -69,7 +70,6 @@ MODEL = {"model_size": "electra_small",
 PRETRAINING = {"learning_rate": 5e-4, "train_batch_size": 64, "eval_batch_size": 64,
                "mixed_precision": "mixed_bfloat16", "use_xla": False, "iterations_per_loop": 50,
                "keep_checkpoint_max": 0, "do_eval": True, "num_eval_steps": 10}
-CURVES = ("masked_lm_loss", "masked_lm_accuracy", "disc_loss", "disc_auc", "disc_precision", "disc_recall")
 
 
 @dataclasses.dataclass
@@ -329,25 +329,6 @@ def stage_minutes(seconds):
         key = " ".join(stage.split(" ")[:2]).split("_step")[0] if stage.startswith("finetune") else stage
         totals[key] = totals.get(key, 0.0) + value / 60
     return totals
-
-
-def training_curves(folder, split="train"):
-    """{metric: [(step, value)]} from a pretraining run's TensorBoard logs (logs/train or logs/eval).
-
-    A run stopped and resumed logs some steps twice (once before the stop, again after resuming from
-    an earlier checkpoint): the later write wins, as it is the history the final weights have."""
-    import tensorflow as tf
-
-    latest = {name: {} for name in CURVES}  # {metric: {step: (wall_time, value)}}
-    for path in sorted((folder / "logs" / split).glob("events.out.tfevents.*")):
-        for record in tf.data.TFRecordDataset(str(path)):
-            event = tf.compat.v1.Event.FromString(record.numpy())
-            for value in event.summary.value:
-                if value.tag in latest:
-                    seen = latest[value.tag].get(event.step)
-                    if seen is None or event.wall_time >= seen[0]:
-                        latest[value.tag][event.step] = (event.wall_time, float(tf.make_ndarray(value.tensor)))
-    return {name: sorted((step, value) for step, (_, value) in points.items()) for name, points in latest.items()}
 
 
 def figures(plan, summary):

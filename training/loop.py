@@ -10,7 +10,7 @@ import tensorflow as tf
 from data import tfrecords
 from pretrain.builder import build_for_training
 from pretrain.metrics import add_stats
-from training import checkpointing, reporting, run_config, strategy as strategy_lib
+from training import checkpointing, curves, reporting, run_config, strategy as strategy_lib
 from training.collapse import CollapseDetector
 from training.step import EXAMPLES, SKIPPED, TOKENS, PretrainingSteps
 
@@ -175,7 +175,18 @@ class Run:
         self.reporter.close()
         say(f"Done: the model (config.json, vocabulary, checkpoints) is in {self.model_dir}; TensorBoard logs in "
             f"{self.model_dir / 'logs'} (tensorboard --logdir {self.model_dir / 'logs'}).")
+        if self.chief:
+            say(self.draw_curves())
         return step
+
+    def draw_curves(self):
+        """Draws the whole run's curves (read back from its event files) beside its logs; the line that says
+        where they are."""
+        path, reason = curves.write_run_curves(self.model_dir, self.config.model_name)
+        if path is None:
+            return f"Curves not drawn: {reason}."
+        splits = "training and held-out" if self.config.do_eval else "training"
+        return f"Curves (losses, generator accuracy, discriminator AUC/precision/recall; {splits}): {path}"
 
     def restore(self, pretrainer, checkpoints):
         """Resumes from the model folder's latest checkpoint (the path), or loads an import's weights only
