@@ -40,14 +40,13 @@ ON_THE_ACCELERATOR = textwrap.dedent('''
     from training_jax import pretrain
 
     study, out = pathlib.Path(STUDY), OUT
-    measured = pretrain.measure(study, "config_electra.json", "electra", 3)
     pretrain.measure = lambda *args: (100.0, 0.5)  # the size must not depend on this CPU's speed
     rtd_vs_mlm.main(["--device-size", str(study), "--minutes", "0.03"])
     for arm in ("electra", "mlm"):
         pretrain.main(["--study", str(study), "--arm", arm, "--out", str(study / "runs" / arm)])
     rtd_vs_mlm.main(["--device-finetune", str(study), "--minutes", "5"])
     rtd_vs_mlm.main(["--device-collect", str(study), "--out", out])
-    print("RESULTS" + json.dumps({"measured": measured, "plan": json.loads((study / "study.json").read_text())}))
+    print("RESULTS" + json.dumps({"plan": json.loads((study / "study.json").read_text())}))
 ''')
 
 
@@ -75,8 +74,6 @@ def test_the_whole_device_sequence_dry_runs_on_the_cpu(tmp_path, capsys):
     out = tmp_path / "OUT"
     script = ON_THE_ACCELERATOR.replace("STUDY", repr(str(export))).replace("OUT", repr(str(out)))
     results = run_script_under_jax(script, rtd_vs_mlm.REPO, timeout=600)
-    rate, compile_seconds = results["measured"]
-    assert rate > 0 and compile_seconds > 0
     sized = results["plan"]["plan"]
     steps = sized["electra_steps"]
     assert steps != plan.electra_steps and steps % plan.budgets == 0  # sized from the (fixed) speed

@@ -27,6 +27,7 @@ PIECES_SCRIPT = textwrap.dedent('''
         return outcome, printed.getvalue()
 
     results = {"whole": piece("whole")[0]}
+    results["measured"] = pretrain.measure(study, "config_electra.json", "electra", 3)  # the step compiled above
     results["pieces"] = [piece("pieces", "--pause-at-step", "5"),
                          piece("pieces", "--time-limit-minutes", "0.0001"),  # stops after its first step
                          piece("pieces"), piece("pieces")]
@@ -53,6 +54,8 @@ def test_a_run_in_pieces_equals_a_run_that_never_stopped(tmp_path):
     results = run_script_under_jax(script, REPO_ROOT)
 
     assert results["whole"] == "done"
+    rate, first_step_seconds = results["measured"]  # what --device-size measures
+    assert rate > 0 and first_step_seconds > 0
     (first, first_log), (second, second_log), (third, third_log), (again, again_log) = results["pieces"]
     assert (first, second, third, again) == ("paused", "paused", "done", "done")
     assert "paused at step 5" in first_log

@@ -219,6 +219,9 @@ def parse_args(argv=None):
 @exit_on_input_error
 def main(argv=None):
     args = parse_args(argv)
+    from training_jax.pretrain import without_tensorflow
+
+    without_tensorflow()
     from configs.loading import parse_hparams
     from configs.pretraining_config import PretrainingConfig
     from data.progress import format_duration

@@ -390,12 +390,20 @@ def main(argv=None):
     started = time.monotonic()
     args = parse_args(argv)
     os.environ.setdefault("KERAS_BACKEND", "jax")  # here, not at import: a TensorFlow process imports this module
+    without_tensorflow()
     import keras
 
     if keras.backend.backend() != "jax":
         sys.exit(f"run with KERAS_BACKEND=jax (got {keras.backend.backend()})")
     use_compile_cache(args.study / COMPILE_CACHE)
     return Run(args).run(started)
+
+
+def without_tensorflow():
+    """Keeps this process from importing TensorFlow where it is installed: Keras imports it only to seed it
+    (keras.utils.set_random_seed), which costs seconds and memory per process, and the JAX path must run
+    as it runs on machines without it. A process that has imported TensorFlow already keeps it."""
+    sys.modules.setdefault("tensorflow", None)
 
 
 def use_compile_cache(folder):
