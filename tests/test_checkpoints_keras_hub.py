@@ -108,15 +108,16 @@ def test_keras_hub_backbone_gives_our_sequence_output_on_sst2(exported, keras_hu
 
 
 def test_keras_hub_tokenizer_gives_our_ids_on_sst2(exported, shared_data, bert_tokenizer, keras_hub):
-    tokenizer = keras_hub.models.ElectraTokenizer.from_preset(str(exported["preset"]))
+    hub_tokenizer = keras_hub.models.ElectraTokenizer.from_preset(str(exported["preset"]))
     lines = (shared_data / "glue" / "SST-2" / "dev.tsv").read_text(encoding="utf-8").splitlines()[1:]
     sentences = [line.split("\t")[0] for line in lines]
     assert len(sentences) == 872
-    theirs = [[int(i) for i in ids] for ids in tokenizer(sentences)]  # a list of lists for a list of strings
+    theirs = [[int(i) for i in ids] for ids in hub_tokenizer(sentences)]  # a list of lists for a list of strings
     assert theirs == [[int(i) for i in ids] for ids in bert_tokenizer.encode_batch(sentences)]
     special = bert_tokenizer.special_ids
-    assert (tokenizer.cls_token_id, tokenizer.sep_token_id, tokenizer.pad_token_id, tokenizer.mask_token_id) == (
-        special.cls, special.sep, special.pad, special.mask)
+    theirs_special = (hub_tokenizer.cls_token_id, hub_tokenizer.sep_token_id, hub_tokenizer.pad_token_id,
+                      hub_tokenizer.mask_token_id)
+    assert theirs_special == (special.cls, special.sep, special.pad, special.mask)
 
 
 def test_import_of_our_preset_gives_back_the_encoder(exported, capsys):
