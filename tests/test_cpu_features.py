@@ -1,0 +1,73 @@
+"""training/cpu_features.py: /proc/cpuinfo parsing and the emulated-bfloat16 warning (no TensorFlow)."""
+from training.cpu_features import CpuFeatures, bf16_cpu_warning, parse_cpuinfo, read_cpu_features
+
+ZEN3 = """processor\t: 0
+vendor_id\t: AuthenticAMD
+cpu family\t: 25
+model\t\t: 1
+model name\t: AMD EPYC 7B13 64-Core Processor
+flags\t\t: fpu vme de pse tsc msr sse sse2 ssse3 fma cx16 sse4_1 sse4_2 movbe popcnt aes xsave avx f16c rdrand avx2 bmi2 sha_ni
+
+processor\t: 1
+model name\t: AMD EPYC 7B13 64-Core Processor
+flags\t\t: fpu vme de pse tsc msr sse sse2 ssse3 fma avx avx2
+"""
+
+ZEN4 = """processor\t: 0
+vendor_id\t: AuthenticAMD
+cpu family\t: 25
+model\t\t: 17
+model name\t: AMD EPYC 9B14 96-Core Processor
+flags\t\t: fpu sse sse2 fma avx avx2 avx512f avx512dq avx512cd avx512bw avx512vl avx512_bf16 avx512_vnni
+"""
+
+
+def test_parse_zen3_avx2_only():
+    cpu = parse_cpuinfo(ZEN3)
+    assert cpu.model == "AMD EPYC 7B13 64-Core Processor"
+    assert cpu.has("avx2") and cpu.has("fma") and not cpu.has("avx512f")
+    assert cpu.known and not cpu.native_bf16
+    assert cpu.describe() == ("AMD EPYC 7B13 64-Core Processor; avx2 fma, no avx512f avx512_bf16 amx_tile "
+                              "amx_bf16 (bfloat16 emulated)")
+
+
+def test_parse_zen4_native_bf16():
+    cpu = parse_cpuinfo(ZEN4)
+    assert cpu.model == "AMD EPYC 9B14 96-Core Processor"
+    assert cpu.has("avx512f") and cpu.has("avx512_bf16") and cpu.native_bf16
+    assert "native bfloat16" in cpu.describe()
+    assert parse_cpuinfo("model name : X\nflags : avx2 amx_tile amx_bf16\n").native_bf16
+
+
+def test_unreadable_or_non_x86_is_unknown(tmp_path):
+    assert not read_cpu_features(tmp_path / "missing").known
+    assert not parse_cpuinfo("processor : 0\nBogoMIPS : 50.00\nFeatures : fp asimd\n").known
+
+
+def test_warning_decision():
+    zen3, zen4 = parse_cpuinfo(ZEN3), parse_cpuinfo(ZEN4)
+    message = bf16_cpu_warning("mixed_bfloat16", True, zen3)
+    assert message and "\n" not in message
+    assert message.startswith("warning: mixed_bfloat16 on a CPU without native bfloat16 (AMD EPYC 7B13")
+    assert "emulated" in message and "0.85x of float32" in message
+    assert '--hparams \'{"mixed_precision": "float32"}\'' in message
+    assert bf16_cpu_warning("mixed_bfloat16", True, zen4) is None  # native bfloat16
+    assert bf16_cpu_warning("mixed_bfloat16", False, zen3) is None  # a GPU or TPU runs it
+    assert bf16_cpu_warning("float32", True, zen3) is None
+    assert bf16_cpu_warning("mixed_float16", True, zen3) is None
+    assert bf16_cpu_warning("mixed_bfloat16", True, CpuFeatures()) is None  # features unknown
+
+
+def test_run_pretraining_prints_one_line(monkeypatch, capsys):
+    import run_pretraining
+    from training import cpu_features
+
+    monkeypatch.setattr(cpu_features, "read_cpu_features", lambda: parse_cpuinfo(ZEN3))
+    run_pretraining.warn_emulated_bf16("mixed_bfloat16", "CPU")
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("warning: mixed_bfloat16")
+    for precision, kind in (("mixed_bfloat16", "GPU"), ("mixed_bfloat16", "TPU"), ("float32", "CPU")):
+        run_pretraining.warn_emulated_bf16(precision, kind)
+    monkeypatch.setattr(cpu_features, "read_cpu_features", lambda: parse_cpuinfo(ZEN4))
+    run_pretraining.warn_emulated_bf16("mixed_bfloat16", "CPU")
+    assert capsys.readouterr().err == ""
