@@ -6,7 +6,9 @@
 One run measures, each in its own subprocess (so TensorFlow's and PyTorch's thread pools never compete
 and each Keras dtype policy starts clean), one after the other:
 - the machine's float32 and bfloat16 matmul peak (a 4096³ matmul, several reps, in PyTorch and in
-  TensorFlow; the higher of the two is "the machine's measured peak");
+  TensorFlow; the higher of the two is "the machine's measured peak"); the bfloat16 peak only where the
+  CPU has native bfloat16 (AVX512_BF16 or AMX-BF16, from /proc/cpuinfo): emulated, PyTorch's took more than
+  6 minutes on a Zen 3 (--force-bf16-peak measures it anyway);
 - our training step: build_pretrainer(PretrainingConfig electra_small, generator fraction 1/4), the
   optimizer from pretrain.builder.build_optimizer, GradientTape over loss_denominators +
   train_loss_and_stats, apply_gradients, all under one tf.function (XLA on or off), float32 or
@@ -88,12 +90,18 @@ def timed_steps(run_step, warmup, steps):
 
 
 # ---------------------------------------------------------------------------------------- workers
+def peak_precisions(args):
+    return ("fp32", "bf16") if args.bf16_peak else ("fp32",)
+
+
 def worker_peak_torch(args):
     import torch
 
     torch.set_num_threads(args.threads)
     result = {}
-    for name, dtype in (("fp32", torch.float32), ("bf16", torch.bfloat16)):
+    dtypes = {"fp32": torch.float32, "bf16": torch.bfloat16}
+    for name in peak_precisions(args):
+        dtype = dtypes[name]
         a = torch.randn(PEAK_N, PEAK_N).to(dtype)
         b = torch.randn(PEAK_N, PEAK_N).to(dtype)
         torch.matmul(a, b)
@@ -119,7 +127,9 @@ def configure_tensorflow(threads, inter_op_threads=1):
 def worker_peak_tf(args):
     tf = configure_tensorflow(args.threads, args.inter_op_threads)
     result = {}
-    for name, dtype in (("fp32", tf.float32), ("bf16", tf.bfloat16)):
+    dtypes = {"fp32": tf.float32, "bf16": tf.bfloat16}
+    for name in peak_precisions(args):
+        dtype = dtypes[name]
         a = tf.cast(tf.random.normal((PEAK_N, PEAK_N)), dtype)
         b = tf.cast(tf.random.normal((PEAK_N, PEAK_N)), dtype)
         tf.matmul(a, b).numpy()
@@ -255,6 +265,8 @@ def spawn(name, args):
                "--inter-op-threads", str(args.inter_op_threads),
                "--batch-size", str(args.batch_size), "--seq-length", str(args.seq_length),
                "--steps", str(args.steps), "--warmup", str(args.warmup)]
+    if args.bf16_peak:
+        command.append("--bf16-peak")
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", KERAS_BACKEND="tensorflow",
                OMP_NUM_THREADS=str(args.threads))
     start = time.perf_counter()
@@ -276,16 +288,6 @@ def loadavg():
         return ["?"] * 3
 
 
-def cpu_model():
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "unknown"
-
-
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--variants", default=DEFAULT_VARIANTS,
@@ -297,7 +299,11 @@ def main(argv=None):
     parser.add_argument("--threads", type=int, default=os.cpu_count())
     parser.add_argument("--inter-op-threads", type=int, default=1, help="TensorFlow inter-op threads")
     parser.add_argument("--no-peak", action="store_true", help="skip the matmul peak measurement")
+    parser.add_argument("--force-bf16-peak", action="store_true",
+                        help="measure the bfloat16 matmul peak even where the CPU emulates bfloat16 (slow: "
+                             "minutes)")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
+    parser.add_argument("--bf16-peak", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
         return run_worker(args)
@@ -307,7 +313,12 @@ def main(argv=None):
     if unknown:
         parser.error(f"unknown variants {unknown}")
     print("command: " + " ".join(shlex.quote(a) for a in [sys.executable, *sys.argv]))
-    print(f"machine: {cpu_model()}, {os.cpu_count()} cores, threads used {args.threads}; "
+    from training.cpu_features import read_cpu_features
+
+    cpu = read_cpu_features()
+    args.bf16_peak = cpu.native_bf16 or args.force_bf16_peak
+    print(f"CPU: {cpu.describe()}")
+    print(f"machine: {cpu.model}, {os.cpu_count()} cores, threads used {args.threads}; "
           f"TF inter-op threads {args.inter_op_threads}; load average at start {' '.join(loadavg())}")
     print(f"batch {args.batch_size} x seq {args.seq_length}, {args.warmup} warm-up + {args.steps} timed steps")
 
@@ -321,14 +332,17 @@ def main(argv=None):
 
     peaks = {"fp32": None, "bf16": None}
     if not args.no_peak:
+        if not args.bf16_peak:
+            print("bfloat16 matmul peak skipped: this CPU has no avx512_bf16 or amx_bf16, bfloat16 is emulated "
+                  "(--force-bf16-peak measures it anyway; minutes)")
         for name in ("peak-torch", "peak-tf"):
             result = spawn(name, args)
             if result:
-                for precision in peaks:
+                for precision in result:
                     print(f"  {name} {precision}: {result[precision] / 1e12:.3f} TFLOP/s")
                     peaks[precision] = max(peaks[precision] or 0.0, result[precision])
-        print(f"measured matmul peak ({PEAK_N}^3, best of {PEAK_REPS}, higher of torch/TF): "
-              f"fp32 {peaks['fp32'] / 1e12:.3f} TFLOP/s, bf16 {peaks['bf16'] / 1e12:.3f} TFLOP/s")
+        shown = ", ".join(f"{p} {peaks[p] / 1e12:.3f} TFLOP/s" for p in peaks if peaks[p])
+        print(f"measured matmul peak ({PEAK_N}^3, best of {PEAK_REPS}, higher of torch/TF): {shown or 'failed'}")
 
     results = {}
     for name in variants:
