@@ -60,6 +60,7 @@ def prepare(args):
 
     strategy = strategy_lib.select_strategy(args.tpu)
     run_config.check_batch(config, strategy.num_replicas_in_sync)
+    warn_emulated_bf16(config.mixed_precision, strategy_lib.device_kind())
     has_checkpoint = checkpointing.latest_checkpoint(config.model_dir) is not None
     saved = run_config.check_resume(config, config.model_dir, has_checkpoint)
     if has_checkpoint:
@@ -69,6 +70,16 @@ def prepare(args):
         init = checkpointing.resolve_init_checkpoint(args.init_checkpoint)
     return Run(config, strategy, dataset_dir, metadata, train_files, eval_files, vocab_file,
                init_checkpoint=init, saved_config=saved)
+
+
+def warn_emulated_bf16(precision, device_kind):
+    """One line on stderr when mixed_bfloat16 runs on a CPU that emulates bfloat16 (slower than float32)."""
+    if precision != "mixed_bfloat16" or device_kind != "CPU":
+        return
+    from training.cpu_features import bf16_cpu_warning, read_cpu_features
+    warning = bf16_cpu_warning(precision, True, read_cpu_features())
+    if warning:
+        print(warning, file=sys.stderr, flush=True)
 
 
 @exit_on_input_error
