@@ -19,6 +19,7 @@ Here again:
 import dataclasses
 import json
 import pathlib
+import re
 import shutil
 import subprocess
 import sys
@@ -98,13 +99,13 @@ def export_for_device(plan, out_dir, finetune_tasks=True, minutes=None, shown_as
 
     out_dir.mkdir(parents=True, exist_ok=True)
     study = {"log_every": DEVICE_LOG_EVERY, "eval_every": {}, "arms": {}, "plan": plan_record(plan)}
-    for arm in ARMS:
-        config, _, _ = resolved_config(plan, arm)
+    resolved = {arm: resolved_config(plan, arm) for arm in ARMS}
+    for arm, (config, _, _) in resolved.items():
         config.save(out_dir / f"config_{arm}.json")
         study["arms"][arm] = arm_entry(plan, arm, config, f"config_{arm}.json")
         study["eval_every"][arm] = max(1, config.num_train_steps // EVALS_PER_RUN)
     # Both arms read the same dataset, held-out shards and evaluation size.
-    config, dataset_dir, metadata = resolved_config(plan, "electra")
+    config, dataset_dir, metadata = resolved["electra"]
     train_files, eval_files = run_config.split_shards(config, dataset_dir, metadata)
     eval_count = config.eval_batch_size * config.num_eval_steps
     for name, files, limit in ((pretrain_jax.TRAIN_ARRAYS, train_files, None),
@@ -206,16 +207,15 @@ def size_on_device(study_dir, minutes, measure_steps=30):
     plan = plan_from_record(study["plan"], study_dir)
     exported = {arm: study["arms"][arm].get("exported_config_file", study["arms"][arm]["config_file"])
                 for arm in ARMS}
+    configs = {arm: PretrainingConfig.load(study_dir / exported[arm]) for arm in ARMS}
     measured = {arm: measure(study_dir, exported[arm], arm, measure_steps) for arm in ARMS}
     for arm, (rate, compile_seconds) in measured.items():
-        config = PretrainingConfig.load(study_dir / exported[arm])
-        log(f"{arm}: {rate:.2f} steps/s of batch {config.train_batch_size} after a {compile_seconds:.0f} s "
+        log(f"{arm}: {rate:.2f} steps/s of batch {configs[arm].train_batch_size} after a {compile_seconds:.0f} s "
             f"compile; 1M steps would take {1e6 / rate / 3600:.1f} h")
     steps, expected_seconds = steps_that_fit(plan, measured, minutes)
     sized = dataclasses.replace(plan, electra_steps=steps,
                                 extra_budgets=[s for s in plan.extra_budgets if s < steps])
-    for arm in ARMS:
-        config = PretrainingConfig.load(study_dir / exported[arm])
+    for arm, config in configs.items():
         step_fields = {key: value for key, value in pretraining_hparams(sized, arm).items()
                        if key in ("num_train_steps", "num_warmup_steps", "save_checkpoints_steps",
                                   "eval_every_steps", "extra_checkpoint_steps")}
@@ -387,21 +387,17 @@ def write_shards(values, folder, name, max_bytes=SHARD_BYTES):
 def read_weights(folder, name):
     """{key: array} of <folder>/<name>, or of its shards when the whole file did not come back; None if
     neither is there."""
-    import numpy as np
+    from training_jax.arrays import read_weights as read_npz
 
     folder = pathlib.Path(folder)
-    paths = [folder / name] if (folder / name).is_file() else sorted(
-        folder.glob(name.replace(".npz", ".part*of*.npz")))
+    shards = sorted(folder.glob(name.replace(".npz", ".part*of*.npz")))
+    paths = [folder / name] if (folder / name).is_file() else shards
     if not paths:
         return None
-    count = int(paths[0].name.rsplit("of", 1)[1].split(".")[0]) if paths[0].name != name else 1
+    count = int(re.search(r"of(\d+)\.npz$", paths[0].name).group(1)) if paths == shards else 1
     if len(paths) != count:
         raise InputError(f"{folder}: {len(paths)} of the {count} shards of {name}; copy the missing ones back")
-    values = {}
-    for path in paths:
-        with np.load(path) as part:
-            values.update({key: part[key] for key in part.files})
-    return values
+    return {key: value for key, (value, _) in read_npz(paths).items()}
 
 
 # ---------------------------------------------------------------- here: import

@@ -213,7 +213,8 @@ def test_padding_to_a_multiple_changes_predictions_only_by_rounding(setup):
 
 def test_bad_weights_are_one_clear_error(setup, tmp_path):
     from finetune.pretrained import build_encoder
-    from training_jax.finetune import assign_by_path, read_weights
+    from training_jax.arrays import read_weights
+    from training_jax.finetune import assign_by_path
 
     encoder = build_encoder(setup["pretrained"].model_config)
     with pytest.raises(InputError, match="no such weights file"):

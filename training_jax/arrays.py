@@ -4,7 +4,11 @@ Packing writes [CLS] A [SEP] (B [SEP]) then padding, so an example is its ids, i
 prefix) and where segment B starts (segment ids are 1 from there to the end of the example): uint16 ids
 and two int32 per row instead of three int32 rows.
 """
+import pathlib
+
 import numpy as np
+
+from data.errors import InputError
 
 
 def pack_examples(input_ids, input_mask, segment_ids):
@@ -32,3 +36,20 @@ def unpack_examples(arrays):
     lengths, b_start = arrays["lengths"][:, None], arrays["b_start"][:, None]
     return {"input_ids": input_ids, "input_mask": (positions < lengths).astype("int32"),
             "segment_ids": ((positions >= b_start) & (positions < lengths)).astype("int32")}
+
+
+def read_weights(files):
+    """{path: (array, file)} over .npz files of {Keras variable path: array} (a later file's key wins; the
+    file is kept for error messages); InputError for a missing or unreadable file."""
+    weights = {}
+    for path in files:
+        path = pathlib.Path(path)
+        if not path.is_file():
+            raise InputError(f"{path}: no such weights file; pass the weights-<step>.npz that "
+                             "training_jax.pretrain wrote (or none for the random control)")
+        try:
+            with np.load(path, allow_pickle=False) as arrays:
+                weights.update({key: (arrays[key], path) for key in arrays.files})
+        except (OSError, ValueError) as error:
+            raise InputError(f"{path}: not a readable .npz of weights ({error}); copy the file again") from None
+    return weights

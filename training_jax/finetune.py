@@ -40,6 +40,7 @@ import numpy as np  # noqa: E402
 
 from data.errors import InputError, exit_on_input_error  # noqa: E402
 from finetune.loop import BaseTrainer, model_inputs  # noqa: E402
+from training_jax.arrays import read_weights  # noqa: E402
 
 DEFAULT_PAD_TO_MULTIPLE = 32
 COMPILATION_CACHE = ".jax_cache"  # in --out unless JAX_COMPILATION_CACHE_DIR names one (parallel runs can share)
@@ -137,23 +138,6 @@ def _copies(variables):
 
 
 # ---------------------------------------------------------------- weights from arrays
-def read_weights(files):
-    """{path: (array, file)} over the .npz files (a later file's key wins); InputError for a missing or
-    unreadable file."""
-    weights = {}
-    for path in files:
-        path = pathlib.Path(path)
-        if not path.is_file():
-            raise InputError(f"{path}: no such weights file; pass the weights-<step>.npz that "
-                             "training_jax.pretrain wrote (or none for the random control)")
-        try:
-            with np.load(path, allow_pickle=False) as arrays:
-                weights.update({key: (arrays[key], path) for key in arrays.files})
-        except (OSError, ValueError) as error:
-            raise InputError(f"{path}: not a readable .npz of weights ({error}); copy the file again") from None
-    return weights
-
-
 def assign_by_path(model, weights, files):
     """Sets every weight of `model` from `weights` ({path: (array, file)}), cast to its dtype."""
     missing = [v.path for v in model.weights if v.path not in weights]

@@ -34,6 +34,7 @@ import pathlib
 import sys
 import time
 
+from data.errors import InputError, exit_on_input_error
 from training_jax import state as state_lib
 from training_jax.arrays import unpack_examples
 
@@ -232,10 +233,10 @@ class Run:
             state_lib.check_matches(self.state_dir / state_lib.STATE_FILE, groups,
                                     jax.device_get(self._groups()))
         except ValueError as error:
-            sys.exit(f"error: {error}")
+            raise InputError(str(error)) from None
         if not self.metrics_path.is_file() or self.metrics_path.stat().st_size < metadata["metrics_bytes"]:
-            sys.exit(f"error: {self.metrics_path} is shorter than when the state in {self.state_dir} was saved; "
-                     f"pass the --out of that run, or delete {self.state_dir} to start over")
+            raise InputError(f"{self.metrics_path} is shorter than when the state in {self.state_dir} was saved; "
+                             f"pass the --out of that run, or delete {self.state_dir} to start over")
         with self.metrics_path.open("r+") as metrics:  # lines written after the save are written again
             metrics.truncate(metadata["metrics_bytes"])
         self.state = jax.device_put((groups["trainable"], groups["non_trainable"], groups["optimizer"]),
@@ -257,6 +258,7 @@ class Run:
         time.monotonic() reading: the process's start, so that building and compiling count); returns DONE
         or PAUSED."""
         import jax
+        import keras
         import numpy as np
 
         args, config = self.args, self.config
@@ -319,7 +321,7 @@ class Run:
         self.write_metrics({
             "split": "run", "arm": args.arm, "config": config.to_dict(),
             "device": f"{self.device.platform} {self.device.device_kind}", "jax": jax.__version__,
-            "keras": __import__("keras").__version__, "num_train_steps": total,
+            "keras": keras.__version__, "num_train_steps": total,
             "checkpoint_steps": self.checkpoint_steps, "wall_clock_seconds": round(wall, 1),
             "compile_seconds": round(compile_seconds or 0.0, 1),
             "steps_per_second": round((total - timed_from) / timed, 2) if timed else None,
@@ -386,6 +388,7 @@ def parse_args(argv=None):
     return parser.parse_args(argv)
 
 
+@exit_on_input_error
 def main(argv=None):
     started = time.monotonic()
     args = parse_args(argv)
