@@ -15,10 +15,11 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # before TensorFlow is impor
 import pathlib
 import sys
 
+from common import atomic
 from data import corpus as corpus_lib
 from data import paths, tfrecords
 from data.build import BuildSettings, TokenizerSpec, auto_num_shards, build_dataset
-from data.errors import InputError, exit_on_input_error
+from common.errors import InputError, exit_on_input_error
 
 BERT_VOCAB_SIZE = 30522
 DEFAULT_CORPUS_VOCAB_SIZE = 8192
@@ -100,10 +101,9 @@ def resolve_tokenizer(args, data_dir: pathlib.Path, files, embedded_corpus: bool
                                                     lower_case=args.lower_case, seed=args.seed)
         print(f"Wrote {model}.")
         return spec(spm_model=model)
-    temp = learned_wordpiece.with_name("vocab.txt.incomplete")
-    vocab_lib.learn_wordpiece_vocab(corpus_lines(files, args), size, temp, lower_case=args.lower_case,
-                                    strip_accents=args.strip_accents, seed=args.seed)
-    os.replace(temp, learned_wordpiece)
+    with atomic.atomic_path(learned_wordpiece) as temp:
+        vocab_lib.learn_wordpiece_vocab(corpus_lines(files, args), size, temp, lower_case=args.lower_case,
+                                        strip_accents=args.strip_accents, seed=args.seed)
     print(f"Wrote {learned_wordpiece}.")
     return spec(vocab_file=learned_wordpiece)
 

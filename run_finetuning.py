@@ -20,7 +20,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
 from data import paths
-from data.errors import InputError, exit_on_input_error
+from common.errors import InputError, exit_on_input_error
 
 
 def parse_args(argv=None):
@@ -44,7 +44,7 @@ def parse_args(argv=None):
 def prepare(args, say=print):
     from configs.finetuning_config import FinetuningConfig
     from finetune.pretrained import read_model_folder
-    from finetune.tasks import parse_task_list
+    from finetune.registry import parse_task_list
 
     data_dir = args.data_dir or paths.default_data_dir()
     tasks = parse_task_list(args.task)

@@ -21,7 +21,7 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 import pathlib
 
 from data import paths
-from data.errors import InputError, exit_on_input_error
+from common.errors import InputError, exit_on_input_error
 
 
 def parse_args(argv=None):

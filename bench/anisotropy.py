@@ -1,6 +1,6 @@
 """How alike are an encoder's output vectors? A diagnostic for pretrained checkpoints.
 
-    python bench/anisotropy.py --data-dir runs/electra_data --models wiki_pretrained,wiki_random_init
+    python -m bench.anisotropy --data-dir runs/electra_data --models wiki_pretrained,wiki_random_init
 
 For each model folder under <data-dir>/models/, runs its discriminator over the first --sentences dev
 sentences of a GLUE task and prints the mean cosine similarity of two different [CLS] vectors and of two
@@ -9,22 +9,17 @@ near 1 mean its outputs are nearly the same vector whatever the input (docs/resu
 for a classifier.
 """
 import argparse
-import os
 import pathlib
-import sys
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-REPO = pathlib.Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-from configs.finetuning_config import FinetuningConfig  # noqa: E402
-from data import paths  # noqa: E402
-from finetune.batches import iterate_batches  # noqa: E402
-from finetune.pretrained import build_encoder, read_model_folder, restore_by_path  # noqa: E402
-from finetune.tasks import get_task  # noqa: E402
+from configs.finetuning_config import FinetuningConfig
+from data import paths
+from finetune.batches import iterate_batches
+from finetune.pretrained import build_encoder, read_model_folder, restore_by_path
+from finetune.registry import get_task
+
 
 INPUT_KEYS = ("input_ids", "input_mask", "segment_ids")
 

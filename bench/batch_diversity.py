@@ -1,6 +1,6 @@
 """How topically alike are the examples of one training batch, as the reader draws them?
 
-    python bench/batch_diversity.py runs/rtd_vs_mlm/data/pretrain_tfrecords runs/shard256/pretrain_tfrecords
+    python -m bench.batch_diversity runs/rtd_vs_mlm/data/pretrain_tfrecords runs/shard256/pretrain_tfrecords
 
 The original reader interleaves at most 8 shards and shuffles records in a buffer of 100, and the builder
 writes examples round-robin over its shards, so a document's consecutive examples sit a few records apart
@@ -14,13 +14,10 @@ not of training.
 """
 import argparse
 import pathlib
-import sys
 
-REPO = pathlib.Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
 
-from data.errors import exit_on_input_error  # noqa: E402
+from common.errors import exit_on_input_error
+
 
 
 def token_sets(batch, rare_above):

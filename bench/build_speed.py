@@ -1,6 +1,6 @@
 """Dataset-builder speed and memory on real Wikipedia text, side by side with the original's approach.
 
-    ELECTRA_SHARED_DATA=../shared/data python bench/build_speed.py [--megabytes 20]
+    ELECTRA_SHARED_DATA=../shared/data python -m bench.build_speed [--megabytes 20]
 
 Measures, in one run:
 - the original release's approach on this machine: pure-Python BERT tokenization line by line (the
@@ -23,8 +23,6 @@ import tempfile
 import time
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 
 def shared_data() -> pathlib.Path:

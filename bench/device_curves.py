@@ -1,6 +1,6 @@
 """Pretraining curves of training_jax.pretrain runs: a figure and a table of the held-out evaluations.
 
-    python bench/device_curves.py docs/data/h100_probe --out docs/h100_probe_curves.png --every 500
+    python -m bench.device_curves docs/data/h100_probe --out docs/h100_probe_curves.png --every 500
 
 RUNS_DIR holds one folder per arm (electra/, mlm/), each with the metrics.jsonl that
 training_jax.pretrain wrote. The figure plots the held-out evaluations (solid) and the training windows
@@ -11,13 +11,11 @@ import argparse
 import pathlib
 import sys
 
-REPO = pathlib.Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
 
-from training_jax.pretrain import METRICS_FILE, read_metrics  # noqa: E402
-from bench.rtd_vs_mlm import ARMS  # noqa: E402
-from training.curves import CURVES, curve_grid  # noqa: E402
+from training_jax.pretrain import METRICS_FILE, read_metrics
+from bench.rtd_vs_mlm import ARMS
+from training.curves import CURVES, curve_grid
+
 
 LABELS = {"electra": "ELECTRA (replaced-token detection)", "mlm": "MLM only (BERT objective)"}
 

@@ -7,7 +7,7 @@ sampling, 1·MLM + 50·RTD, bias-free AdamW with weight decay 0.01, joint warmup
 generator's accuracy every --eval-every steps: the figures to hold next to run_pretraining.py's eval
 lines for the same model size and hyperparameters (see docs/benchmarks.md for the side-by-side run).
 
-    python bench/disc_auc_reference.py --dataset-dir electra_data/pretrain_tfrecords --steps 2000
+    python -m bench.disc_auc_reference --dataset-dir electra_data/pretrain_tfrecords --steps 2000
 
 The batches are read with TensorFlow in a child process (so this one holds only PyTorch), the last
 shard is held out for evaluation, as run_pretraining.py's do_eval does.
@@ -29,8 +29,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 def dump_batches(dataset_dir, batch_size, train_batches, eval_batches, out_path, seed):
     """Writes train/eval int32 arrays to an .npz, reading the shards with our own tf.data reader."""
     code = f"""
-import sys, numpy as np
-sys.path.insert(0, {str(ROOT)!r})
+import numpy as np
 from data import tfrecords
 meta = tfrecords.load_metadata({str(dataset_dir)!r})
 files = tfrecords.shard_files({str(dataset_dir)!r}, meta)
@@ -49,7 +48,7 @@ np.savez({str(out_path)!r}, **{{"train_" + k: v for k, v in train.items()}},
          special=np.array([meta["vocab"]["special_ids"][k] for k in ("cls", "sep", "mask")]),
          vocab_size=np.array(meta["vocab"]["size"]))
 """
-    subprocess.run([sys.executable, "-c", code], check=True,
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT,  # -c: the repository is on the path
                    env={"TF_CPP_MIN_LOG_LEVEL": "3", "PATH": "/usr/bin:/bin", "CUDA_VISIBLE_DEVICES": ""})
 
 

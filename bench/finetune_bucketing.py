@@ -1,6 +1,6 @@
 """Fine-tuning speed with length-bucketed batches versus fixed padding to max_seq_length, on CPU.
 
-    ELECTRA_SHARED_DATA=../shared/data python bench/finetune_bucketing.py [--tasks sst,mrpc,rte]
+    ELECTRA_SHARED_DATA=../shared/data python -m bench.finetune_bucketing [--tasks sst,mrpc,rte]
         [--model-size electra_small] [--steps 20] [--repeats 2]
 
 For each task, the same model (randomly initialised: speed does not depend on the weights), the same
@@ -10,19 +10,15 @@ timed). Prints the mean padded length, the examples/s of each and the ratio; not
 """
 import argparse
 import os
-import pathlib
-import sys
 import time
 
-REPO = pathlib.Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
-import dataclasses  # noqa: E402
+import dataclasses
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-from bench.build_speed import shared_data  # noqa: E402
+from bench.build_speed import shared_data
+
 
 
 def measure(trainer, task, features, config, steps, seed):
@@ -59,7 +55,7 @@ def main():
     from finetune.tf_trainer import TFTrainer as Trainer
     from finetune.model import FinetuningModel, make_head
     from finetune.pretrained import build_encoder
-    from finetune.tasks import get_task
+    from finetune.registry import get_task
 
     data = shared_data()
     tokenizer = load_tokenizer(vocab_file=data / "vocab" / "bert-base-uncased-vocab.txt")

@@ -1,6 +1,6 @@
 """Fine-tuning speed on CPU with TensorFlow's default inter-op pool versus one inter-op thread.
 
-    ELECTRA_SHARED_DATA=../shared/data python bench/finetune_threads.py [--tasks sst,rte] [--steps 60]
+    ELECTRA_SHARED_DATA=../shared/data python -m bench.finetune_threads [--tasks sst,rte] [--steps 60]
         [--repeats 2] [--hparams '{"model_size": "electra_small"}']
 
 Pretraining sets one inter-op thread on CPU hosts (training/strategy.limit_cpu_inter_op_threads: with the
@@ -17,8 +17,7 @@ import subprocess
 import sys
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
 
 SETTINGS = ("default", "one")
 
@@ -36,7 +35,7 @@ def measure_here(task_name, steps, model_hparams, inter_op):
     from finetune.tf_trainer import TFTrainer as Trainer
     from finetune.model import FinetuningModel, make_head
     from finetune.pretrained import build_encoder
-    from finetune.tasks import get_task
+    from finetune.registry import get_task
     from training.strategy import limit_cpu_inter_op_threads
 
     if inter_op == "one":

@@ -1,6 +1,6 @@
 """Analytic FLOPs of one ELECTRA pretraining step (generator + discriminator, forward + backward).
 
-    python bench/flops.py [--model-size electra_small] [--seq-length 128] [--direct]
+    python -m bench.flops [--model-size electra_small] [--seq-length 128] [--direct]
 
 Method (REPRODUCTION_NOTES §8): only matrix multiplications are counted, each as 2·m·n·k; the backward
 pass is counted as 2× the forward (one matmul for the input gradient, one for the weight gradient).
@@ -27,12 +27,8 @@ This module never imports TensorFlow.
 import argparse
 import dataclasses
 import os
-import pathlib
-import sys
 
-REPO = pathlib.Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
+
 
 BACKWARD_FACTOR = 2.0  # backward = 2 × forward
 

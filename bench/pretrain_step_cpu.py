@@ -1,6 +1,6 @@
 """CPU speed of one ELECTRA pretraining step: ours (Keras 3 on TensorFlow) against Hugging Face PyTorch.
 
-    .venv/bin/python bench/pretrain_step_cpu.py [--steps 3] [--warmup 1] [--batch-size 128]
+    .venv/bin/python -m bench.pretrain_step_cpu [--steps 3] [--warmup 1] [--batch-size 128]
         [--variants tf-fp32-xla,tf-fp32,tf-bf16-xla,tf-bf16,hf-fp32] [--threads 2]
 
 One run measures, each in its own subprocess (so TensorFlow's and PyTorch's thread pools never compete
@@ -33,8 +33,7 @@ import sys
 import time
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
+
 
 VARIANTS = ("tf-fp32-xla", "tf-fp32", "tf-bf16-xla", "tf-bf16", "hf-fp32")
 DEFAULT_VARIANTS = "tf-fp32-xla,tf-fp32,tf-bf16-xla,tf-bf16,hf-fp32"

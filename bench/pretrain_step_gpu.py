@@ -1,10 +1,10 @@
 """Accelerator speed of one ELECTRA pretraining step under KERAS_BACKEND=jax (TensorFlow never imported).
 
-    KERAS_BACKEND=jax python bench/pretrain_step_gpu.py --model-size electra_small --batch-size 1024 \\
+    KERAS_BACKEND=jax python -m bench.pretrain_step_gpu --model-size electra_small --batch-size 1024 \\
         --seq-length 128 --precision mixed_bfloat16 [--steps 20] [--warmup 3] [--peak-tflops 989]
 
     # CPU smoke test of the script itself:
-    KERAS_BACKEND=jax JAX_PLATFORMS=cpu python bench/pretrain_step_gpu.py --model-size electra_tiny \\
+    KERAS_BACKEND=jax JAX_PLATFORMS=cpu python -m bench.pretrain_step_gpu --model-size electra_tiny \\
         --batch-size 8 --steps 2
 
 The step is what a training loop runs: model.loss_denominators + model.train_loss_and_stats inside a
@@ -20,14 +20,11 @@ or --peak-tflops). Targets on one H100 at seq 128: electra_small ≥ 10,000 sequ
 """
 import argparse
 import os
-import pathlib
 import sys
 import time
 
+
 os.environ.setdefault("KERAS_BACKEND", "jax")
-REPO = pathlib.Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
 
 # Dense (no sparsity) bf16 tensor-core peaks, TFLOP/s, by a substring of jax's device_kind.
 BF16_PEAK_TFLOPS = (

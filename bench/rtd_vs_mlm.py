@@ -1,6 +1,6 @@
 """The paper's central comparison at small scale: replaced-token detection vs masked LM at equal compute.
 
-    python bench/rtd_vs_mlm.py --work-dir runs/rtd_vs_mlm          # hours on 2 cores; stop and rerun freely
+    python -m bench.rtd_vs_mlm --work-dir runs/rtd_vs_mlm          # hours on 2 cores; stop and rerun freely
 
 One encoder shape is pretrained twice on the shared Wikipedia shards with BERT's vocabulary, by
 run_pretraining.py: the ELECTRA objective and the MLM-only objective, with the same data and
@@ -50,15 +50,15 @@ import subprocess
 import sys
 import time
 
-REPO = pathlib.Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
 
-from bench import flops  # noqa: E402
-from configs.pretraining_config import PretrainingConfig  # noqa: E402
-from data.errors import InputError, exit_on_input_error  # noqa: E402
-from finetune.tasks import get_task  # noqa: E402
-from training.curves import CURVES, training_curves  # noqa: E402,F401 (bench scripts and tests import them from here)
+from common import atomic
+from bench import flops
+from configs.pretraining_config import PretrainingConfig
+from common.errors import InputError, exit_on_input_error
+from finetune.registry import get_task
+from training.curves import CURVES, training_curves  # noqa: F401 (bench scripts and tests import them from here)
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
 
 ARMS = ("electra", "mlm")
 CONTROL = "random_init"  # the no-pretraining control: the ELECTRA arm's model folder at step 0
@@ -155,9 +155,7 @@ def add_timing(work_dir, stage, seconds):
         fcntl.flock(lock, fcntl.LOCK_EX)
         timings = json.loads(path.read_text()) if path.is_file() else {}
         timings[stage] = round(timings.get(stage, 0.0) + seconds, 1)
-        temp = path.with_suffix(".tmp")
-        temp.write_text(json.dumps(timings, indent=2, sort_keys=True))
-        temp.replace(path)
+        atomic.write_json(path, timings)
 
 
 def build_dataset(plan):

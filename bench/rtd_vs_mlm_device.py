@@ -25,8 +25,9 @@ import subprocess
 import sys
 import time
 
+from common import atomic
 from bench.rtd_vs_mlm import ARMS, CONTROL, REPO, Plan, add_timing, log, pretraining_hparams
-from data.errors import InputError
+from common.errors import InputError
 
 EVALS_PER_RUN = 30  # held-out evaluations along each device run (the curves' resolution)
 DEVICE_LOG_EVERY = 100
@@ -153,7 +154,7 @@ def device_commands(study_dir, study, minutes=None):
     jax_env = "KERAS_BACKEND=jax"  # python3: the accelerator machines' interpreter, which holds JAX
     lines = [
         (f"size the runs (about 3 min): both arms' steps/s measured, so that both finish in {minutes:g} minutes",
-         f"{jax_env} python3 bench/rtd_vs_mlm.py --device-size {study_dir} --minutes {minutes:g}"),
+         f"{jax_env} python3 -m bench.rtd_vs_mlm --device-size {study_dir} --minutes {minutes:g}"),
         (f"pretrain both arms at once ({PIECE_MINUTES:g} min; run it {pieces:g} times, until both say done)",
          f"mkdir -p {runs} && for arm in electra mlm; do XLA_PYTHON_CLIENT_MEM_FRACTION=.45 {jax_env} "
          f"python3 -m training_jax.pretrain --study {study_dir} --arm $arm --out {runs}/$arm "
@@ -166,10 +167,10 @@ def device_commands(study_dir, study, minutes=None):
         lines.append((f"fine-tune each arm's last checkpoint and the control, {seeds} seeds ({total:,} updates; "
                       f"about {expected:.0f} min at an assumed {ASSUMED_FINETUNE_UPDATES_PER_SECOND:g} updates/s "
                       f"per model; stops before {PIECE_MINUTES:g} min, run it again until it says done)",
-                      f"{jax_env} python3 bench/rtd_vs_mlm.py --device-finetune {study_dir} "
+                      f"{jax_env} python3 -m bench.rtd_vs_mlm --device-finetune {study_dir} "
                       f"--minutes {PIECE_MINUTES:g}"))
     lines.append(("collect what comes back (at most 8 files; seconds)",
-                  f"python3 bench/rtd_vs_mlm.py --device-collect {study_dir} --out $OUT"))
+                  f"python3 -m bench.rtd_vs_mlm --device-collect {study_dir} --out $OUT"))
     return lines
 
 
@@ -186,9 +187,7 @@ def read_study(study_dir):
 def write_study(study_dir, study):
     from training_jax.pretrain import STUDY_FILE
 
-    temp = pathlib.Path(study_dir) / (STUDY_FILE + ".tmp")
-    temp.write_text(json.dumps(study, indent=2))
-    temp.replace(pathlib.Path(study_dir) / STUDY_FILE)
+    atomic.write_json(pathlib.Path(study_dir) / STUDY_FILE, study, sort_keys=False)
 
 
 def size_on_device(study_dir, minutes, measure_steps=30):

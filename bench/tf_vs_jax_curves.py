@@ -1,6 +1,6 @@
 """Does training_jax.pretrain (JAX, the GPU path) train like run_pretraining.py (TensorFlow)?
 
-    python bench/tf_vs_jax_curves.py --tf-model-dir runs/rtd_vs_mlm/data/models/electra \
+    python -m bench.tf_vs_jax_curves --tf-model-dir runs/rtd_vs_mlm/data/models/electra \
         --jax-run docs/data/h100_probe/electra --out docs/tf_vs_jax_curves.png --every 500
 
 The study's GPU path trains with the same model, losses and optimizer as run_pretraining.py but its own
@@ -17,16 +17,13 @@ import argparse
 import json
 import pathlib
 import statistics
-import sys
 
-REPO = pathlib.Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
 
-from bench.device_curves import curve_grid  # noqa: E402
-from training_jax.pretrain import METRICS_FILE, read_metrics  # noqa: E402
-from bench.rtd_vs_mlm import CURVES, training_curves  # noqa: E402
-from data.errors import InputError, exit_on_input_error  # noqa: E402
+from bench.device_curves import curve_grid
+from training_jax.pretrain import METRICS_FILE, read_metrics
+from bench.rtd_vs_mlm import CURVES, training_curves
+from common.errors import InputError, exit_on_input_error
+
 
 SOURCES = ("TensorFlow", "JAX")
 

@@ -31,7 +31,7 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
 import pathlib
 
-from data.errors import exit_on_input_error
+from common.errors import exit_on_input_error
 
 FORMATS = ("tf1", "bert", "hf", "keras_hub", "saved_model")
 
@@ -51,7 +51,7 @@ def parse_args(argv=None):
 @exit_on_input_error
 def main(argv=None):
     args = parse_args(argv)
-    from checkpoints.output import check_output_dir
+    from common.atomic import check_output_dir
 
     check_output_dir(args.output, args.overwrite)
     if args.format == "saved_model":

@@ -7,9 +7,9 @@ import shutil
 
 from checkpoints import hf as hf_lib
 from checkpoints import names as names_lib
-from checkpoints.output import atomic_output_dir
+from common.atomic import atomic_output_dir
 from checkpoints.tf1 import CONFIG_COPY, write_tf1_checkpoint
-from data.errors import InputError
+from common.errors import InputError
 from data.tokenization import load_tokenizer
 
 TF1_CHECKPOINT = "model.ckpt-{step}"  # what the original's TPUEstimator wrote

@@ -12,7 +12,7 @@ import shutil
 import numpy as np
 
 from checkpoints import names as names_lib
-from data.errors import InputError
+from common.errors import InputError
 
 CONFIG = "config.json"
 WEIGHTS = "model.safetensors"

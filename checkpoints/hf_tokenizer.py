@@ -35,7 +35,7 @@ Residual differences (measured in tests/test_checkpoints_hf_tokenizer.py and doc
 """
 import pathlib
 
-from data.errors import InputError
+from common.errors import InputError
 
 SPACE_SYMBOL = "\u2581"  # "▁", SentencePiece's escaped space
 # Final_Sigma (Unicode SpecialCasing): a capital sigma after a cased letter (case-ignorable characters

@@ -30,7 +30,7 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 import pathlib
 
 from data import paths
-from data.errors import InputError, exit_on_input_error
+from common.errors import InputError, exit_on_input_error
 
 
 def parse_args(argv=None):
@@ -64,7 +64,7 @@ def main(argv=None):
         raise InputError(f"--model-name {name!r}: use a plain folder name such as electra_small_official")
     model_dir = paths.models_dir(args.data_dir or paths.default_data_dir()) / name
     from checkpoints import importer
-    from checkpoints.output import check_output_dir
+    from common.atomic import check_output_dir
     from data.tokenization import load_tokenizer
 
     check_output_dir(model_dir, args.overwrite, flag="--model-name")

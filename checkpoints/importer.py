@@ -20,7 +20,7 @@ from checkpoints.model_folder import find_vocab, write_model_folder
 from configs import loading
 from configs.model_config import ModelConfig, available_model_sizes, read_model_size
 from configs.pretraining_config import PretrainingConfig
-from data.errors import InputError
+from common.errors import InputError
 
 QUERY = "encoder/layer_{}/attention/self/query/kernel"
 INTERMEDIATE = "encoder/layer_0/intermediate/dense/kernel"

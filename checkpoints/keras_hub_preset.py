@@ -29,7 +29,7 @@ import numpy as np
 
 from checkpoints import names as names_lib
 from configs.loading import read_json_file
-from data.errors import InputError, short_reason
+from common.errors import InputError, short_reason
 
 KERAS_HUB_PIN = "keras-hub==0.32.0"
 CONFIG = "config.json"

@@ -13,10 +13,10 @@ import shutil
 import tensorflow as tf
 
 from configs.pretraining_config import PretrainingConfig
-from data.errors import InputError
+from common.errors import InputError
 from training.checkpointing import CHECKPOINT_NAME, model_trackable, resolve_init_checkpoint, restore_weights
 from training.run_config import CONFIG_FILE
-from checkpoints.output import atomic_output_dir
+from common.atomic import atomic_output_dir
 
 WORDPIECE_VOCAB = "vocab.txt"
 

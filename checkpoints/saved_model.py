@@ -15,8 +15,8 @@ import json
 
 import tensorflow as tf
 
-from checkpoints.output import atomic_output_dir
-from data.errors import InputError
+from common.atomic import atomic_output_dir
+from common.errors import InputError
 from data.tokenization import load_tokenizer
 
 SERVING_INFO = "electra_serving.json"

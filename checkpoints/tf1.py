@@ -10,7 +10,7 @@ import numpy as np
 import tensorflow as tf
 
 from checkpoints import names as names_lib
-from data.errors import InputError
+from common.errors import InputError
 
 # Our PretrainingConfig, written beside an exported TF1 checkpoint (the original had no config file): the
 # importer reads the attention heads and other settings that tensors do not show from it.

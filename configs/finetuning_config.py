@@ -9,7 +9,7 @@ import dataclasses
 from typing import Optional
 
 from configs import loading
-from data.errors import InputError
+from common.errors import InputError
 
 LAYERWISE_VARIANTS = ("original", "intended")
 LOSS_REDUCTIONS = ("sum", "mean")  # the batch's loss: the original's sum of example losses, or their mean

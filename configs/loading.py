@@ -5,11 +5,11 @@ override was meant), so every key must name a field; errors are `InputError`s na
 """
 import dataclasses
 import json
-import os
 import pathlib
 import typing
 
-from data.errors import InputError
+from common import atomic
+from common.errors import InputError
 
 
 def parse_hparams(text_or_path, source="--hparams"):
@@ -98,8 +98,4 @@ def dataclass_from_dict(cls, values, source):
 
 def save_json(values, path):
     """Writes a JSON object atomically (a crash never leaves half a config)."""
-    path = pathlib.Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(values, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    atomic.write_json(path, values)

@@ -4,7 +4,7 @@ import json
 import pathlib
 
 from configs import loading
-from data.errors import InputError
+from common.errors import InputError
 
 MODEL_SIZES_DIR = pathlib.Path(__file__).resolve().parent / "model_sizes"
 

@@ -10,7 +10,7 @@ from typing import Optional
 
 from configs import loading
 from configs.model_config import ModelConfig, read_model_size
-from data.errors import InputError
+from common.errors import InputError
 
 DTYPE_POLICIES = ("float32", "mixed_bfloat16", "mixed_float16")
 OPTIMIZERS = ("adamw", "lamb")

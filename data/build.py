@@ -17,7 +17,7 @@ from typing import Dict, List, Optional, Sequence
 
 from data import corpus as corpus_lib
 from data import tfrecords
-from data.errors import InputError
+from common.errors import InputError
 from data.examples import ExampleBuilder
 from data.progress import ProgressLine
 

@@ -10,7 +10,7 @@ import os
 import pathlib
 from typing import Iterator, List, Optional, Sequence
 
-from data.errors import InputError
+from common.errors import InputError
 
 CORPUS_FORMATS = ("plain", "wikiextractor")
 CORPUS_SUFFIXES = (".txt", ".gz")

@@ -11,6 +11,8 @@ import re
 import sysconfig
 from typing import Iterator, List, Tuple
 
+from common import atomic
+
 NUM_FILES = 8
 _SKIPPED_PACKAGES = {"test", "tests", "idlelib", "lib2to3", "turtledemo", "site-packages", "dist-packages",
                      "ensurepip", "pydoc_data"}
@@ -65,8 +67,6 @@ def write_default_corpus(folder: pathlib.Path) -> List[pathlib.Path]:
     for index in range(NUM_FILES):
         path = folder / f"python_docs_{index:02d}.txt"
         text = "\n\n".join("\n".join(paragraphs) for paragraphs in documents[index::NUM_FILES]) + "\n"
-        temp = path.with_name(path.name + ".incomplete")
-        temp.write_text(text, encoding="utf-8")
-        temp.replace(path)
+        atomic.write_text(path, text)
         paths.append(path)
     return paths

@@ -9,7 +9,7 @@ import pathlib
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from data import paths, tfrecords  # noqa: E402
-from data.errors import InputError, exit_on_input_error  # noqa: E402
+from common.errors import InputError, exit_on_input_error  # noqa: E402
 
 
 def count_examples(dataset_dir, metadata, batch_size: int = 512):

@@ -12,7 +12,8 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from data.errors import InputError, short_reason
+from common import atomic
+from common.errors import InputError, short_reason
 
 FEATURE_NAMES = ("input_ids", "input_mask", "segment_ids")
 SHARD_PREFIX = "pretrain_data.tfrecord"
@@ -133,9 +134,7 @@ class ShardWriter:
 def write_metadata(output_dir: pathlib.Path, metadata: Dict) -> None:
     """Written last and atomically: its presence is what marks a dataset folder as complete."""
     path = output_dir / METADATA_FILE
-    temp = path.with_name(path.name + TEMP_SUFFIX)
-    temp.write_text(json.dumps(metadata, indent=2, sort_keys=True) + "\n")
-    os.replace(temp, path)
+    atomic.write_json(path, metadata)
 
 
 # --- reading -----------------------------------------------------------------------------------------

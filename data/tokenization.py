@@ -25,7 +25,7 @@ from typing import List, Optional, Sequence
 
 import numpy as np
 
-from data.errors import InputError
+from common.errors import InputError
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 # BERT's max_input_chars_per_word: a longer word becomes [UNK] (counted in characters, not bytes).

@@ -12,12 +12,12 @@ import collections
 import heapq
 import io
 import logging
-import os
 import pathlib
 import random
 from typing import Dict, Iterable, List, Sequence, Tuple
 
-from data.errors import InputError
+from common import atomic
+from common.errors import InputError
 from data.tokenization import (MAX_INPUT_CHARS_PER_WORD, SPECIAL_TOKENS, SUFFIX_INDICATOR,
                                is_split_character, normalize_case_and_accents, tf_bert_words)
 
@@ -153,12 +153,6 @@ def learn_wordpiece_tokens(word_counts: Dict[str, int], num_tokens: int) -> List
     return tokens
 
 
-def _write_atomically(path: pathlib.Path, data: bytes) -> None:
-    temp = path.with_name(path.name + ".tmp")
-    temp.write_bytes(data)
-    os.replace(temp, path)
-
-
 def learn_wordpiece_vocab(lines: Iterable[str], vocab_size: int, output_file, lower_case: bool = True,
                           strip_accents=None, seed: int = 12345, max_lines: int = 2_000_000) -> pathlib.Path:
     """Writes BERT's vocab.txt: [PAD] [UNK] [CLS] [SEP] [MASK], then the learned tokens."""
@@ -177,7 +171,7 @@ def learn_wordpiece_vocab(lines: Iterable[str], vocab_size: int, output_file, lo
         log.warning("the corpus supports only %d of the %d tokens asked for (no further pair of tokens occurs "
                     "%d times or more): %s has %d lines", len(vocab), vocab_size, MIN_PAIR_COUNT, output_file,
                     len(vocab))
-    _write_atomically(output_file, "".join(token + "\n" for token in vocab).encode("utf-8"))
+    atomic.write_bytes(output_file, "".join(token + "\n" for token in vocab).encode("utf-8"))
     return output_file
 
 
@@ -220,6 +214,6 @@ def learn_sentencepiece_model(lines: Iterable[str], vocab_size: int, output_pref
                     processor.get_piece_size(), vocab_size)
     vocab = "".join(f"{processor.id_to_piece(i)}\t{processor.get_score(i):g}\n"
                     for i in range(processor.get_piece_size()))
-    _write_atomically(output_prefix.with_name(output_prefix.name + ".vocab"), vocab.encode("utf-8"))
-    _write_atomically(model_file, model.getvalue())
+    atomic.write_bytes(output_prefix.with_name(output_prefix.name + ".vocab"), vocab.encode("utf-8"))
+    atomic.write_bytes(model_file, model.getvalue())
     return model_file

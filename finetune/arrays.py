@@ -26,8 +26,10 @@ import time
 
 import numpy as np
 
-from data.errors import InputError, exit_on_input_error
-from finetune.tasks import SPAN, Example, get_task
+from common import atomic
+from common.errors import InputError, exit_on_input_error
+from finetune.registry import get_task
+from finetune.tasks import SPAN, Example
 
 INDEX_FILE = "tasks.json"
 FORMAT_VERSION = 1
@@ -62,13 +64,6 @@ def _part_arrays(part, features, with_examples):
         if examples and all(e.label is not None for e in examples):
             arrays[f"{part}.labels"] = np.array([e.label for e in examples])
     return arrays
-
-
-def _write_atomic(path, write):
-    temp = path.with_name(path.name + ".tmp")
-    with open(temp, "wb") as out:
-        write(out)
-    temp.replace(path)
 
 
 def read_index(folder):
@@ -112,12 +107,12 @@ def save_task_data(task_data_list, folder, featurization=None):
             arrays.update(_part_arrays(f"test{number}", features, with_examples=True))
             parts.append({"part": f"test{number}", "split": split, "test": True, "count": features["count"]})
         file_name = f"{data.task.name}.npz"
-        _write_atomic(folder / file_name, lambda out: np.savez_compressed(out, **arrays))
+        with atomic.atomic_path(folder / file_name, suffix=".npz") as temp:
+            np.savez_compressed(temp, **arrays)
         index["tasks"][data.task.name] = {"file": file_name, "export_id": export_id, "parts": parts,
                                           "majority_baseline": data.baseline,
                                           "featurization": dict(featurization or {})}
-    text = json.dumps(index, indent=2, sort_keys=True) + "\n"
-    _write_atomic(folder / INDEX_FILE, lambda out: out.write(text.encode("utf-8")))
+    atomic.write_json(folder / INDEX_FILE, index)
     return folder / INDEX_FILE
 
 

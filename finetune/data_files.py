@@ -10,7 +10,7 @@ import os
 import pathlib
 from typing import List, Optional, Sequence
 
-from data.errors import InputError
+from common.errors import InputError
 
 
 def find_task_dir(root, task_name: str, other_names: Sequence[str] = ()) -> pathlib.Path:

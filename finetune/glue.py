@@ -16,22 +16,15 @@ from typing import Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
-from data.errors import InputError
+from common import atomic
+from common.errors import InputError
 from finetune import metrics
 from finetune.data_files import find_file, find_split_file, find_task_dir, split_file_candidates
 from finetune.features import featurize
-from finetune.tasks import CLASSIFICATION, REGRESSION, Example, Task, register
+from finetune.tasks import CLASSIFICATION, REGRESSION, Example, Task
 
 # CoLA's train and dev files have no header: source, label, original judgement, sentence.
 COLA_LAYOUT = {"label": 1, "sentence": 3, "width": 4}
-
-
-def write_text_atomic(path, text):
-    path = pathlib.Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temp = path.with_name(path.name + ".tmp")
-    temp.write_text(text, encoding="utf-8")
-    temp.replace(path)
 
 
 def read_tsv_rows(path) -> List[List[str]]:
@@ -235,7 +228,7 @@ class GlueTask(Task):
         extra = self._extra_test(split)
         name = extra.submission_name if extra else self.submission_names[self.tests.index(split)]
         path = pathlib.Path(folder) / name
-        write_text_atomic(path, "\n".join(self.submission_lines(features["examples"], outputs)) + "\n")
+        atomic.write_text(path, "\n".join(self.submission_lines(features["examples"], outputs)) + "\n")
         return path
 
     def submission_lines(self, examples, outputs) -> List[str]:
@@ -277,6 +270,4 @@ GLUE_TASKS = [
              "accuracy", ("RTE.tsv",)),
     GlueTask("wnli", "WNLI", ("sentence1", "sentence2"), "label", BINARY, ACCURACY, "accuracy", ("WNLI.tsv",)),
 ]
-
-for _task in GLUE_TASKS:
-    register(_task)
+TASKS = GLUE_TASKS  # what finetune.registry lists

@@ -15,7 +15,7 @@ import keras
 from configs.finetuning_config import size_of
 from configs.model_config import ModelConfig
 from configs.pretraining_config import PretrainingConfig
-from data.errors import InputError
+from common.errors import InputError
 from data.tokenization import load_tokenizer
 from model.encoder import BertEncoder
 

@@ -13,7 +13,7 @@ import time
 from typing import List, Optional
 
 from configs.model_config import ModelConfig
-from data.errors import InputError
+from common.errors import InputError
 
 INFO_FILE = "finetuning_info.json"
 CHECKPOINT_PREFIX = "ckpt"

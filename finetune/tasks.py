@@ -1,4 +1,4 @@
-"""The Task interface and the registry of task names.
+"""The Task interface (finetune.registry names the tasks that implement it).
 
 A task knows its files (reading and checking them), how its examples become model inputs, its head and
 loss, how its predictions are scored and how its test predictions are written. The loop and the trials
@@ -7,8 +7,6 @@ only talk to this interface, so GLUE sentence(-pair) tasks and SQuAD share them.
 import abc
 import dataclasses
 from typing import Any, Dict, List, Optional
-
-from data.errors import InputError
 
 CLASSIFICATION, REGRESSION, SPAN = "classification", "regression", "span"
 
@@ -75,40 +73,3 @@ class Task(abc.ABC):
         """Scores of always predicting the most frequent training label ({} where it means nothing)."""
         return {}
 
-
-_REGISTRY: Dict[str, Task] = {}
-
-
-def register(task: Task) -> Task:
-    _REGISTRY[task.name] = task
-    return task
-
-
-def task_names() -> List[str]:
-    _load_all()
-    return list(_REGISTRY)
-
-
-def get_task(name: str) -> Task:
-    _load_all()
-    key = name.strip().lower()
-    if key not in _REGISTRY:
-        raise InputError(f"--task {name!r}: unknown task; choose from {', '.join(_REGISTRY)} "
-                         "(several separated by commas)")
-    return _REGISTRY[key]
-
-
-def parse_task_list(text: str) -> List[Task]:
-    names = [part for part in (text or "").split(",") if part.strip()]
-    if not names:
-        raise InputError("--task: no task given; pass one of " + ", ".join(task_names()))
-    tasks = [get_task(name) for name in names]
-    if len({t.name for t in tasks}) != len(tasks):
-        raise InputError(f"--task {text!r}: a task is named twice; name each once")
-    return tasks
-
-
-def _load_all():
-    # Task modules register themselves on import; imported here to avoid import cycles.
-    from finetune import glue  # noqa: F401
-    from finetune.squad import task  # noqa: F401

@@ -7,7 +7,7 @@ import tensorflow as tf
 
 from bench import rtd_vs_mlm
 from bench.rtd_vs_mlm import Plan
-from finetune.tasks import get_task
+from finetune.registry import get_task
 
 
 def plan_in(tmp_path, **changes):

@@ -65,7 +65,7 @@ def test_the_whole_device_sequence_dry_runs_on_the_cpu(tmp_path, capsys):
     plan, export = export_tiny_study(tmp_path, finetune_tasks=True, seeds=1, finetune_max_steps=1)
     commands = (export / "COMMANDS.txt").read_text()
     assert [line.split(" --")[0].split()[-1] for line in commands.splitlines() if not line.startswith("#")][-2:] \
-        == ["bench/rtd_vs_mlm.py", "bench/rtd_vs_mlm.py"]
+        == ["bench.rtd_vs_mlm", "bench.rtd_vs_mlm"]
     assert "--time-limit-minutes 8.5" in commands and "--device-size" in commands and "--device-finetune" in commands
     for arm in rtd_vs_mlm.ARMS:
         config = PretrainingConfig.load(export / f"config_{arm}.json")
@@ -120,7 +120,7 @@ def test_weights_in_shards_read_back_whole(tmp_path):
 
 
 def test_importing_an_unfinished_device_run_names_the_missing_file(tmp_path):
-    from data.errors import InputError
+    from common.errors import InputError
 
     plan = plan_in(tmp_path)
     cut_off = tmp_path / "results" / "electra"

@@ -9,7 +9,7 @@ import pytest
 
 import build_pretraining_dataset as cli
 from data import tfrecords
-from data.errors import InputError
+from common.errors import InputError
 from data.inspect_dataset import count_examples
 from tests.conftest import REPO_ROOT
 from tests.helpers import write_corpus, write_vocab

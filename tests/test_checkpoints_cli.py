@@ -1,7 +1,7 @@
 """The two command lines: a round trip through them, and bad input as one line with exit code 2.
 
 One case runs as a real subprocess (the exit code and stderr a user sees); the others call main()
-in-process, which raises the same SystemExit(2) through data.errors.exit_on_input_error.
+in-process, which raises the same SystemExit(2) through common.errors.exit_on_input_error.
 """
 import json
 import os

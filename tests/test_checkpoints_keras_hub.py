@@ -171,7 +171,7 @@ def test_what_keras_hub_cannot_hold_is_refused_in_one_line(tmp_path, tokenizer, 
 
     from checkpoints import export, import_weights
     from checkpoints.keras_hub_preset import check_exportable
-    from data.errors import InputError
+    from common.errors import InputError
 
     model = model_folder(tmp_path, tokenizer, model_hparam_overrides={"layer_norm_epsilon": 1e-6})
     source = tmp_path / "models" / "original"

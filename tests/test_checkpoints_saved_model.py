@@ -127,7 +127,7 @@ def finetuned_folder(folder, tokenizer, bert_vocab_file, task_name):
     from finetune.model import SingleTaskModel
     from finetune.pretrained import build_encoder
     from finetune.saved import save_finetuned_model
-    from finetune.tasks import get_task
+    from finetune.registry import get_task
 
     task = get_task(task_name)
     model_config = ModelConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_layers=2, num_heads=2,

@@ -6,7 +6,7 @@ import pytest
 from configs.model_config import ModelConfig, available_model_sizes, read_model_size
 from configs.pretraining_config import PretrainingConfig
 from configs import loading
-from data.errors import InputError
+from common.errors import InputError
 
 # REPRODUCTION_NOTES §4: layers, hidden, heads, FFN, E, generator fraction, mask, lr, batch, seq, steps
 PUBLISHED = {

@@ -3,7 +3,7 @@ import gzip
 import pytest
 
 from data.corpus import ReadStats, iter_documents, resolve_corpus_files
-from data.errors import InputError
+from common.errors import InputError
 
 
 def write(path, text, compress=False):

@@ -7,11 +7,11 @@ import scipy.stats
 import sklearn.metrics
 
 from configs.finetuning_config import FinetuningConfig, size_of
-from data.errors import InputError
+from common.errors import InputError
 from finetune import batches, metrics
 from finetune.features import pack, truncate_pair
 from finetune.glue import read_tsv_rows
-from finetune.tasks import get_task, parse_task_list
+from finetune.registry import get_task, parse_task_list
 
 # (task, split): (rows, label set) of the shared GLUE files (see the shared data README).
 SHARED_COUNTS = {

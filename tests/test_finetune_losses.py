@@ -5,8 +5,9 @@ import numpy as np
 import pytest
 
 from configs.finetuning_config import FinetuningConfig
-from data.errors import InputError
-from finetune.tasks import Example, get_task
+from common.errors import InputError
+from finetune.registry import get_task
+from finetune.tasks import Example
 
 
 def test_example_losses_and_both_reductions():

@@ -19,7 +19,7 @@ from finetune.loop import build_optimizer
 from finetune.model import FinetuningModel, make_head
 from finetune.pretrained import build_encoder
 from finetune.saved import load_finetuned_model
-from finetune.tasks import get_task
+from finetune.registry import get_task
 from pretrain.builder import build_pretrainer
 from tests.helpers import MICRO_MODEL
 from tests.test_finetune_glue import write_diagnostic, write_mnli

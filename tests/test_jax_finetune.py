@@ -19,7 +19,7 @@ import pytest
 
 from configs.finetuning_config import FinetuningConfig
 from configs.pretraining_config import PretrainingConfig
-from data.errors import InputError
+from common.errors import InputError
 from tests.helpers import MICRO_MODEL, run_script_under_jax, write_corpus, write_vocab
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -58,7 +58,7 @@ def setup(tmp_path_factory):
     from data.tokenization import load_tokenizer
     from finetune import arrays
     from finetune.pretrained import read_model_folder
-    from finetune.tasks import get_task
+    from finetune.registry import get_task
     from finetune.tf_trainer import TFTrainer
     from finetune.trials import TrialRunner, prepare_tasks
     from pretrain.builder import build_pretrainer
@@ -151,7 +151,7 @@ def test_task_arrays_round_trip_features_labels_and_scores(setup):
 
 def test_unfinished_or_mismatched_exports_are_refused(setup, tmp_path):
     from finetune.arrays import load_task_data, save_task_data
-    from finetune.tasks import get_task
+    from finetune.registry import get_task
     from finetune.trials import TaskData
 
     with pytest.raises(InputError, match="tasks.json: missing"):
@@ -356,7 +356,7 @@ def test_a_task_cut_off_between_trials_resumes_after_its_finished_trials(tmp_pat
     import types
 
     from configs.finetuning_config import FinetuningConfig
-    from finetune.tasks import get_task
+    from finetune.registry import get_task
     from finetune.trials import TaskData, TrialRunner
 
     class CountingRunner(TrialRunner):

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import transformers
 
-from data.errors import InputError
+from common.errors import InputError
 from data.tokenization import (MAX_INPUT_CHARS_PER_WORD, SPECIAL_TOKENS, SpecialIds, Tokenizer, file_sha256,
                                load_tokenizer)
 

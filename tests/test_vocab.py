@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from data import vocab as vocab_lib
-from data.errors import InputError
+from common.errors import InputError
 from data.tokenization import SPECIAL_TOKENS, SpecialIds, is_split_character, load_tokenizer
 from tests.test_tokenization import wiki_paragraphs
 

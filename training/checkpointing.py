@@ -17,7 +17,7 @@ import shutil
 
 import tensorflow as tf
 
-from data.errors import InputError, short_reason
+from common.errors import InputError, short_reason
 
 CHECKPOINT_NAME = "ckpt"
 STATE_FILE = "checkpoint"  # tf.train.CheckpointManager's list of checkpoints, newest named first

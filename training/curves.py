@@ -7,6 +7,8 @@ event files, matplotlib only to draw, so the JAX-side scripts can import this mo
 """
 import pathlib
 
+from common.atomic import atomic_path
+
 CURVES = ("masked_lm_loss", "masked_lm_accuracy", "disc_loss", "disc_auc", "disc_precision", "disc_recall")
 CURVES_FILE = "curves.png"
 SPLITS = ("train", "eval")
@@ -70,9 +72,8 @@ def write_run_curves(model_dir, label):
     except ImportError:
         return None, "matplotlib is not installed (pip install -r requirements.txt)"
     out = model_dir / "logs" / CURVES_FILE
-    temp = out.with_name(out.name + ".tmp.png")
     last = max(step for split in curves.values() for points in split.values() for step, _ in points)
-    curve_grid([(label, curves)], temp, held_out_style={"marker": "o", "markersize": 3, "linewidth": 1.2},
-               title=f"{label}: training (faint) and held-out (markers) metrics up to step {last}")
-    temp.replace(out)
+    with atomic_path(out, suffix=".png") as temp:  # matplotlib picks the format from the extension
+        curve_grid([(label, curves)], temp, held_out_style={"marker": "o", "markersize": 3, "linewidth": 1.2},
+                   title=f"{label}: training (faint) and held-out (markers) metrics up to step {last}")
     return out, None

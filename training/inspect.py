@@ -32,7 +32,7 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 import numpy as np  # noqa: E402
 
 from data import paths  # noqa: E402
-from data.errors import InputError, exit_on_input_error  # noqa: E402
+from common.errors import InputError, exit_on_input_error  # noqa: E402
 
 MASK_LITERAL = "[MASK]"
 CAUGHT = 0.5  # the threshold of the run's disc_precision / disc_recall

@@ -1,12 +1,12 @@
 """The pretraining run: build under the strategy, restore, train in host loops, log, save, evaluate."""
 import pathlib
-import shutil
 import time
 
 import keras
 import numpy as np
 import tensorflow as tf
 
+from common import atomic
 from data import tfrecords
 from pretrain.builder import build_for_training
 from pretrain.metrics import add_stats
@@ -76,9 +76,7 @@ class Run:
         self.config.save(self.model_dir / run_config.CONFIG_FILE)
         target = self.model_dir / ("vocab.txt" if self.vocab_file.suffix != ".model" else self.vocab_file.name)
         if not target.exists():  # a resumed run's copy was checked against the dataset's vocabulary
-            temp = target.with_name(target.name + ".tmp")
-            shutil.copyfile(self.vocab_file, temp)
-            temp.replace(target)
+            atomic.copy_file(self.vocab_file, target)
 
     def run(self):
         config, strategy, say = self.config, self.strategy, self.reporter.print

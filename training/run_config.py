@@ -10,7 +10,7 @@ from configs import loading
 from configs.model_config import available_model_sizes
 from configs.pretraining_config import PretrainingConfig
 from data import paths, tfrecords
-from data.errors import InputError
+from common.errors import InputError
 
 CONFIG_FILE = "config.json"
 # What must agree between a saved run and the resumed one (the variables' shapes and meaning).

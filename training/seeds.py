@@ -15,7 +15,8 @@ _CALLS_PER_STREAM = 1 << 10
 class StepSeedGenerator(keras.random.SeedGenerator):
     """Seeds = [base[0], base[1] * 1024 + call index]; `base` is an int [2] tensor."""
 
-    def __init__(self, base_seed, name="step_seed_generator"):  # noqa: super().__init__ makes a variable
+    # super().__init__ is not called: it would make a state variable, which a traced step cannot create
+    def __init__(self, base_seed, name="step_seed_generator"):
         self.name = name
         self.backend = keras.backend
         self._initial_seed = None

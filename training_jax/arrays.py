@@ -8,7 +8,7 @@ import pathlib
 
 import numpy as np
 
-from data.errors import InputError
+from common.errors import InputError
 
 
 def pack_examples(input_ids, input_mask, segment_ids):

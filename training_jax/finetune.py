@@ -38,7 +38,7 @@ import jax  # noqa: E402
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
-from data.errors import InputError, exit_on_input_error  # noqa: E402
+from common.errors import InputError, exit_on_input_error  # noqa: E402
 from finetune.loop import BaseTrainer, model_inputs  # noqa: E402
 from training_jax.arrays import read_weights  # noqa: E402
 

@@ -1,7 +1,7 @@
 """Pretraining under KERAS_BACKEND=jax from exported arrays, in pieces that resume where they stopped.
 
     # where TensorFlow is installed: build the dataset and export what the accelerator needs
-    python bench/rtd_vs_mlm.py --work-dir runs/study --device-export device_study
+    python -m bench.rtd_vs_mlm --work-dir runs/study --device-export device_study
     # on the accelerator (JAX and Keras only); run the same command again until it says "done"
     KERAS_BACKEND=jax python -m training_jax.pretrain --study device_study --arm electra \\
         --out jax_runs/electra --time-limit-minutes 8.5
@@ -34,7 +34,8 @@ import pathlib
 import sys
 import time
 
-from data.errors import InputError, exit_on_input_error
+from common.atomic import atomic_path
+from common.errors import InputError, exit_on_input_error
 from training_jax import state as state_lib
 from training_jax.arrays import unpack_examples
 
@@ -146,9 +147,8 @@ def save_weights(path, model, dtype):
     for variable in model.weights:
         value = np.asarray(variable.value)
         values[variable.path] = value.astype(dtype) if np.issubdtype(value.dtype, np.floating) else value
-    temp = path.with_name(path.name + ".tmp.npz")
-    np.savez(temp, **values)
-    temp.replace(path)
+    with atomic_path(path, suffix=".npz") as temp:
+        np.savez(temp, **values)
 
 
 class Run:

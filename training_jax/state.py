@@ -15,6 +15,8 @@ import pathlib
 
 import numpy as np
 
+from common.atomic import atomic_path
+
 STATE_FILE = "state.npz"
 GROUPS = ("trainable", "non_trainable", "optimizer", "eval_non_trainable", "stats")
 
@@ -28,9 +30,8 @@ def save_state(folder, step, groups, metadata):
     for name in GROUPS:
         for index, value in enumerate(groups[name]):
             arrays[f"{name}/{index:05d}"] = np.asarray(value)
-    temp = folder / (STATE_FILE + ".tmp.npz")  # np.savez appends .npz to names without it
-    np.savez(temp, **arrays)
-    temp.replace(folder / STATE_FILE)
+    with atomic_path(folder / STATE_FILE, suffix=".npz") as temp:  # np.savez appends .npz to other names
+        np.savez(temp, **arrays)
 
 
 def load_state(folder):

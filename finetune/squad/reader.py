@@ -6,7 +6,7 @@ import json
 import pathlib
 from typing import List, Optional
 
-from data.errors import InputError
+from common.errors import InputError
 
 
 def is_whitespace(char):

@@ -1,0 +1,45 @@
+"""The one place that lists the task modules: each exposes TASKS, a list of Task instances; the loop,
+the trials and the command line find tasks here by name."""
+from typing import Dict, List
+
+from common.errors import InputError
+from finetune import glue
+from finetune.squad import task as squad
+from finetune.tasks import Task
+
+TASK_MODULES = (glue, squad)
+
+
+def _registry() -> Dict[str, Task]:
+    tasks = {}
+    for module in TASK_MODULES:
+        for task in module.TASKS:
+            if task.name in tasks:
+                raise ValueError(f"task {task.name!r} is defined twice ({module.__name__})")
+            tasks[task.name] = task
+    return tasks
+
+
+REGISTRY = _registry()
+
+
+def task_names() -> List[str]:
+    return list(REGISTRY)
+
+
+def get_task(name: str) -> Task:
+    key = name.strip().lower()
+    if key not in REGISTRY:
+        raise InputError(f"--task {name!r}: unknown task; choose from {', '.join(REGISTRY)} "
+                         "(several separated by commas)")
+    return REGISTRY[key]
+
+
+def parse_task_list(text: str) -> List[Task]:
+    names = [part for part in (text or "").split(",") if part.strip()]
+    if not names:
+        raise InputError("--task: no task given; pass one of " + ", ".join(task_names()))
+    tasks = [get_task(name) for name in names]
+    if len({t.name for t in tasks}) != len(tasks):
+        raise InputError(f"--task {text!r}: a task is named twice; name each once")
+    return tasks
