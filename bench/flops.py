@@ -2,7 +2,7 @@
 
     python -m bench.flops [--model-size electra_small] [--seq-length 128] [--direct]
 
-Method (REPRODUCTION_NOTES §8): only matrix multiplications are counted, each as 2·m·n·k; the backward
+Method (docs/reproduction.md#flops): only matrix multiplications are counted, each as 2·m·n·k; the backward
 pass is counted as 2× the forward (one matmul for the input gradient, one for the weight gradient).
 Per sequence of length S, for a tower of L layers, hidden H, FFN F and embedding E:
 

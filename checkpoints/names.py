@@ -1,4 +1,4 @@
-"""The one table of names, ours ↔ TF1 ↔ Hugging Face ↔ BERT ↔ keras-hub (REPRODUCTION_NOTES §6).
+"""The one table of names, ours ↔ TF1 ↔ Hugging Face ↔ BERT ↔ keras-hub (docs/reproduction.md#checkpoint-names).
 
 The TF1 table is model/names.py's `tf1_name_map` (built from the model's structure, so it is never out of
 date). Every other name is derived from a TF1 name by the rules below, the same renames Hugging Face's

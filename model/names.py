@@ -1,4 +1,4 @@
-"""Our variables under the TF1 checkpoint names of REPRODUCTION_NOTES §6.
+"""Our variables under the original's TF1 checkpoint names (docs/reproduction.md#checkpoint-names).
 
 The map is built from the model's structure, not from Keras variable paths, so it holds whatever scope
 Keras happened to build a layer under. Kernels are [in, out] as in TF1; LayerNorm weights are

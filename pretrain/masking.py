@@ -1,4 +1,4 @@
-"""Dynamic masking, exactly as the original pretrain_helpers.mask (REPRODUCTION_NOTES §2).
+"""Dynamic masking, exactly as the original pretrain_helpers.mask (docs/reproduction.md#masking).
 
 Candidates are real tokens other than [CLS], [SEP], [MASK]. Each sequence predicts
 max(1, min(N, round(real_tokens · mask_prob))) slots (round half to even, like tf.round); the N slot

@@ -1,4 +1,4 @@
-"""bench/flops.py: the analytic FLOP count of a pretraining step (REPRODUCTION_NOTES §8)."""
+"""bench/flops.py: the analytic FLOP count of a pretraining step (docs/reproduction.md#flops)."""
 import pathlib
 import textwrap
 
@@ -14,7 +14,8 @@ def test_electra_small_at_128_is_about_1e10_per_sequence():
     config = PretrainingConfig.create({"model_size": "electra_small", "max_seq_length": 128})
     assert config.generator_hidden_size == 0.25 and config.max_predictions_per_seq == 19
     per_sequence = flops.train_flops_per_sequence(config)
-    # §8: "~1.0e10 per length-128 sequence for Small" (matmuls only here: 8.98e9)
+    # the original's flops_computation.py: ~1.0e10 per length-128 sequence for Small (matmuls only here:
+    # 8.98e9; docs/reproduction.md#flops)
     assert 0.85e10 < per_sequence < 1.15e10, per_sequence
     breakdown = flops.config_breakdown(config)
     assert per_sequence == 3 * sum(breakdown.values())
@@ -26,7 +27,8 @@ def test_electra_small_at_128_is_about_1e10_per_sequence():
 
 def test_electra_base_at_128_matches_the_notes():
     config = PretrainingConfig.create({"model_size": "electra_base", "max_seq_length": 128})
-    # §8: 7.7e10 per length-128 sequence for Base (the paper's count includes a little more than matmuls)
+    # the original's flops_computation.py: 7.7e10 per length-128 sequence for Base (it counts a little more
+    # than matmuls; docs/reproduction.md#flops)
     assert 6.5e10 < flops.train_flops_per_sequence(config) < 8.5e10
 
 

@@ -8,7 +8,7 @@ from configs.pretraining_config import PretrainingConfig
 from configs import loading
 from common.errors import InputError
 
-# REPRODUCTION_NOTES §4: layers, hidden, heads, FFN, E, generator fraction, mask, lr, batch, seq, steps
+# docs/reproduction.md#model-sizes: layers, hidden, heads, FFN, E, generator fraction, mask, lr, batch, seq, steps
 PUBLISHED = {
     "electra_small": (12, 256, 4, 1024, 128, 0.25, 0.15, 5e-4, 128, 128, 1_000_000),
     "electra_small_plus": (12, 256, 4, 1024, 128, 1.0, 0.15, 5e-4, 128, 128, 4_000_000),

@@ -1,4 +1,4 @@
-"""Pins every packing rule of the original builder (REPRODUCTION_NOTES §1)."""
+"""Pins every packing rule of the original builder (docs/reproduction.md#packing)."""
 import random
 
 import numpy as np

@@ -1,4 +1,4 @@
-"""Dynamic masking as the original (REPRODUCTION_NOTES §2): count rule, candidates, 85/15, scatter."""
+"""Dynamic masking as the original (docs/reproduction.md#masking): count rule, candidates, 85/15, scatter."""
 import keras
 import numpy as np
 import pytest

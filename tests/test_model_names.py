@@ -1,4 +1,5 @@
-"""tf1_name_map gives exactly the TF1 checkpoint names of REPRODUCTION_NOTES §6, with TF1 shapes."""
+"""tf1_name_map gives exactly the original's TF1 checkpoint names, with TF1 shapes
+(docs/reproduction.md#checkpoint-names)."""
 import pytest
 
 from model.names import encoder_name_map, tf1_name_map
