@@ -1,4 +1,5 @@
-"""Fine-tunes a pretrained ELECTRA on GLUE tasks or SQuAD with the original's heads and recipe.
+"""Fine-tunes a pretrained ELECTRA on GLUE tasks, SQuAD, MRQA sets or CoNLL-2000 chunking with the
+original's heads and recipe.
 
     python run_finetuning.py --model-name electra_small --task mnli
     python run_finetuning.py --model-name my_model --task cola,sts --num-trials 10 --do-predict
@@ -9,7 +10,7 @@ and the task data under <data-dir>/finetuning_data/ (or --finetuning-data-dir): 
 original's lower-case names or GLUE's and SQuAD's own (SST-2/, glue_data/STS-B/, train-v2.0.json).
 Writes into the model folder: results/<task>_results.json (every trial, median/mean/std),
 finetuning_models/<task>_model_<trial>/, finetuning_logs/ (TensorBoard) and, with --do-predict,
-test_predictions/trial_<k>/ (GLUE submission TSVs, SQuAD prediction JSON with null odds).
+test_predictions/trial_<k>/ (GLUE submission TSVs, SQuAD prediction JSON with null odds, chunk_test.txt).
 """
 import argparse
 import os
@@ -27,8 +28,9 @@ def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model-name", required=True, help="a pretrained model folder under <data-dir>/models/")
     parser.add_argument("--task", required=True,
-                        help="cola, sst, mrpc, sts, qqp, mnli, qnli, rte, wnli, squad (2.0), squadv1; several "
-                             "separated by commas share one encoder (a head each)")
+                        help="cola, sst, mrpc, sts, qqp, mnli, qnli, rte, wnli, squad (2.0), squadv1, newsqa, "
+                             "naturalqs, triviaqa, searchqa, mrqa:<name> (any MRQA-format set), chunk "
+                             "(CoNLL-2000); several separated by commas share one encoder (a head each)")
     parser.add_argument("--data-dir", type=pathlib.Path, default=None,
                         help=f"default ${paths.DATA_DIR_ENV} or ./{paths.DEFAULT_DATA_DIR}")
     parser.add_argument("--finetuning-data-dir", type=pathlib.Path, default=None,
@@ -54,9 +56,8 @@ def prepare(args, say=print):
         if args.num_trials < 1:
             raise InputError(f"--num-trials {args.num_trials}: must be at least 1")
         overrides["num_trials"] = args.num_trials
-    from configs.loading import parse_hparams
-    hparams = {**parse_hparams(args.hparams), **overrides}
-    config = FinetuningConfig.create(hparams, pretrained.recipe_size, [t.name for t in tasks])
+    config = FinetuningConfig.create(args.hparams, pretrained.recipe_size, [t.name for t in tasks],
+                                     overrides=overrides)
     limit = pretrained.model_config.max_position_embeddings
     if config.max_seq_length > limit:
         raise InputError(f"--hparams max_seq_length {config.max_seq_length} exceeds the model's "

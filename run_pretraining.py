@@ -45,9 +45,7 @@ def prepare(args):
     from training import run_config
 
     data_dir = args.data_dir or paths.default_data_dir()
-    config, overrides = run_config.resolve_config(args.model_name, args.hparams, data_dir)
-    dataset_dir, metadata = run_config.load_dataset(config)
-    config = run_config.apply_dataset(config, overrides, metadata, dataset_dir)
+    config, dataset_dir, metadata = run_config.resolve_with_dataset(args.model_name, args.hparams, data_dir)
     vocab_file = run_config.vocab_source(metadata, dataset_dir)
     train_files, eval_files = run_config.split_shards(config, dataset_dir, metadata)
 
@@ -55,7 +53,7 @@ def prepare(args):
     if keras.backend.backend() != "tensorflow":
         raise InputError(f"KERAS_BACKEND={keras.backend.backend()}: run_pretraining.py needs the tensorflow "
                          "backend; unset KERAS_BACKEND")
-    from training import checkpointing, strategy as strategy_lib
+    from training import checkpointing, model_folder, strategy as strategy_lib
     from training.loop import Run
 
     strategy = strategy_lib.select_strategy(args.tpu)
@@ -67,7 +65,7 @@ def prepare(args):
         run_config.check_resume_vocabulary(config.model_dir, metadata, dataset_dir)
     init = None
     if args.init_checkpoint and not has_checkpoint:
-        init = checkpointing.resolve_init_checkpoint(args.init_checkpoint)
+        init = model_folder.resolve_checkpoint(args.init_checkpoint)
     return Run(config, strategy, dataset_dir, metadata, train_files, eval_files, vocab_file,
                init_checkpoint=init, saved_config=saved)
 

@@ -206,7 +206,7 @@ def direct_forward_flops(config, batch_size=2, seq_length=None):
 
     def forward(trainable, non_trainable):
         outputs, _ = model.stateless_call(trainable, non_trainable, batch, training=True)
-        return outputs["total_loss"]
+        return outputs.total_loss
 
     jaxpr = jax.make_jaxpr(forward)(trainable, non_trainable)
     return _jaxpr_matmul_flops(jaxpr.jaxpr) / batch_size

@@ -3,8 +3,8 @@
     .venv/bin/python -m bench.pretrain_step_cpu [--steps 3] [--warmup 1] [--batch-size 128]
         [--variants tf-fp32-xla,tf-fp32,tf-bf16-xla,tf-bf16,hf-fp32] [--threads 2]
 
-One run measures, each in its own subprocess (so TensorFlow's and PyTorch's thread pools never compete
-and each Keras dtype policy starts clean), one after the other:
+One run measures, each in its own subprocess (so TensorFlow's and PyTorch's thread pools never
+compete), one after the other:
 - the machine's float32 and bfloat16 matmul peak (a 4096³ matmul, several reps, in PyTorch and in
   TensorFlow; the higher of the two is "the machine's measured peak"); the bfloat16 peak only where the
   CPU has native bfloat16 (AVX512_BF16 or AMX-BF16, from /proc/cpuinfo): emulated, PyTorch's took more than
@@ -150,13 +150,12 @@ def worker_tf(args, precision, xla):
     from pretrain.builder import build_optimizer, build_pretrainer
 
     policy = "mixed_bfloat16" if precision == "bf16" else "float32"
-    keras.mixed_precision.set_dtype_policy(policy)
     config = PretrainingConfig.create({
         "model_size": "electra_small", "max_seq_length": args.seq_length,
         "train_batch_size": args.batch_size, "mixed_precision": policy, "use_xla": xla})
     assert config.generator_hidden_size == 0.25, config.generator_hidden_size
     generator = config.generator_model_config()
-    model = build_pretrainer(config)
+    model = build_pretrainer(config, dtype=config.mixed_precision)
     optimizer = build_optimizer(config)
     optimizer.build(model.trainable_variables)
     batch = {k: tf.constant(v) for k, v in synthetic_batch(args.batch_size, args.seq_length).items()}

@@ -65,18 +65,15 @@ def synthetic_batch(rng, batch_size, seq_length, vocab_size):
 
 
 def build(args):
-    import keras
-
     from configs.pretraining_config import PretrainingConfig
     from pretrain.builder import build_optimizer, build_pretrainer
 
-    keras.mixed_precision.set_dtype_policy(args.precision)
     hparams = {"model_size": args.model_size, "max_seq_length": args.seq_length,
                "train_batch_size": args.batch_size, "mixed_precision": args.precision}
     if args.generator_hidden_size is not None:
         hparams["generator_hidden_size"] = args.generator_hidden_size
     config = PretrainingConfig.create(hparams)
-    model = build_pretrainer(config)
+    model = build_pretrainer(config, dtype=config.mixed_precision)
     optimizer = build_optimizer(config)
     optimizer.build(model.trainable_variables)
     return config, model, optimizer

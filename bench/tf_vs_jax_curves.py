@@ -21,7 +21,7 @@ import statistics
 
 from bench.device_curves import curve_grid
 from training_jax.pretrain import METRICS_FILE, read_metrics
-from bench.rtd_vs_mlm import CURVES, training_curves
+from training.curves import CURVES, training_curves
 from common.errors import InputError, exit_on_input_error
 
 

@@ -1,6 +1,6 @@
 """Exports of a pretrained model folder: TF1-named ELECTRA, BERT drop-in, Hugging Face, keras-hub.
 
-Each takes a checkpoints.model_folder.ModelFolder and writes one output folder atomically.
+Each takes a training.model_folder.ModelFolder and writes one output folder atomically.
 """
 import json
 import shutil

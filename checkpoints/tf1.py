@@ -11,6 +11,7 @@ import tensorflow as tf
 
 from checkpoints import names as names_lib
 from common.errors import InputError
+from training import model_folder
 
 # Our PretrainingConfig, written beside an exported TF1 checkpoint (the original had no config file): the
 # importer reads the attention heads and other settings that tensors do not show from it.
@@ -27,8 +28,7 @@ def write_tf1_checkpoint(folder, prefix, tensors, global_step):
     values.append(tf.constant(global_step, dtype=tf.int64))
     tf.raw_ops.SaveV2(prefix=str(folder / prefix), tensor_names=ordered, shape_and_slices=[""] * len(ordered),
                       tensors=values)
-    (folder / "checkpoint").write_text(
-        f'model_checkpoint_path: "{prefix}"\nall_model_checkpoint_paths: "{prefix}"\n', encoding="utf-8")
+    model_folder.write_state(folder, prefix)
     return folder / prefix
 
 
@@ -36,7 +36,7 @@ def resolve_tf1_prefix(path):
     """A checkpoint prefix, or a folder: its `checkpoint` state file's latest, else its one *.index."""
     path = pathlib.Path(path)
     if path.is_dir():
-        latest = tf.train.latest_checkpoint(str(path))
+        latest = model_folder.latest_checkpoint(path)
         if latest:
             return latest
         indexes = sorted(path.glob("*.index"))

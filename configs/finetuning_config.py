@@ -15,7 +15,9 @@ LAYERWISE_VARIANTS = ("original", "intended")
 LOSS_REDUCTIONS = ("sum", "mean")  # the batch's loss: the original's sum of example losses, or their mean
 # Learning rate and layer-wise decay per size (paper, Table 7).
 SIZE_RECIPES = {"small": (3e-4, 0.8), "base": (1e-4, 0.8), "large": (5e-5, 0.9)}
-SQUAD_TASKS = ("squad", "squadv1")
+# Question answering gets SQuAD's recipe (512 tokens, 2 epochs): the original gave it to names holding "squad"
+# or "qa", which missed naturalqs; here every MRQA task (and mrqa:<name>) has it.
+QA_TASKS = ("squad", "squadv1", "newsqa", "naturalqs", "triviaqa", "searchqa")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -32,12 +34,12 @@ class FinetuningConfig:
     loss_reduction: str = "sum"  # the original sums the examples' losses over the batch; "mean" averages
     train_batch_size: int = 32
     eval_batch_size: int = 32
-    num_train_epochs: Optional[float] = None  # None: 3, 10 for RTE or STS alone, 2 for SQuAD
+    num_train_epochs: Optional[float] = None  # None: 3, 10 for RTE or STS alone, 2 for QA_TASKS
     max_train_steps: int = 0  # > 0: stop after this many updates (quick runs); the schedule follows
     head_dropout: float = 0.1
 
     # --- inputs
-    max_seq_length: Optional[int] = None  # None: 128, 512 for SQuAD
+    max_seq_length: Optional[int] = None  # None: 128, 512 for QA_TASKS
     double_unordered: bool = True  # MRPC and STS training pairs also in swapped order
     length_bucketing: bool = True  # pad each batch to its longest example (False: to max_seq_length)
     bucket_pool_batches: int = 50  # training batches drawn from one length-sorted pool of shuffled examples
@@ -84,10 +86,12 @@ class FinetuningConfig:
             raise InputError(f"fine-tuning config: max_seq_length {self.max_seq_length} must be at least 8")
 
     @classmethod
-    def create(cls, hparams=None, size="small", task_names=(), source="--hparams") -> "FinetuningConfig":
-        """--hparams (a dict, inline JSON or a .json path) over the recipe for `size` and the tasks."""
-        overrides = loading.parse_hparams(hparams, source)
-        config = loading.dataclass_from_dict(cls, overrides, source)
+    def create(cls, hparams=None, size="small", task_names=(), source="--hparams",
+               overrides=None) -> "FinetuningConfig":
+        """--hparams (a dict, inline JSON or a .json path) over the recipe for `size` and the tasks;
+        `overrides` (the command line's own flags, such as --num-trials) over --hparams."""
+        values = {**loading.parse_hparams(hparams, source), **(overrides or {})}
+        config = loading.dataclass_from_dict(cls, values, source)
         return config.with_recipe(size, task_names)
 
     def with_recipe(self, size, task_names) -> "FinetuningConfig":
@@ -96,7 +100,7 @@ class FinetuningConfig:
             raise InputError(f"fine-tuning config: size {size!r} is not one of {', '.join(SIZE_RECIPES)}")
         learning_rate, decay = SIZE_RECIPES[size]
         task_names = list(task_names)
-        is_squad = any(name in SQUAD_TASKS for name in task_names)
+        is_squad = any(name in QA_TASKS or name.startswith("mrqa:") for name in task_names)
         if task_names in (["rte"], ["sts"]):
             epochs = 10.0
         elif is_squad:

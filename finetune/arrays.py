@@ -16,8 +16,9 @@ accelerator `load_task_data` gives back TaskData that TrialRunner trains and sco
                   and featurisation (max_seq_length, double_unordered, the vocabulary's size, sha256
                   and casing), and an export id that its npz holds too
 Files are written under temporary names and renamed, the index last, so an interrupted export leaves
-either no index or one whose entries all match their files. GLUE's tasks are supported; SQuAD's scoring
-needs the tokenizer and the raw examples, so it is refused.
+either no index or one whose entries all match their files. GLUE's tasks and chunking (scored from its
+tag_ids and tag_mask sequences) are supported; span tasks (SQuAD, MRQA) are refused: their scoring needs
+the tokenizer and the raw examples.
 """
 import argparse
 import json
@@ -173,12 +174,11 @@ def load_task_data(folder, names=None):
 # ---------------------------------------------------------------- the recipe for exported tasks
 def task_config(folder, task_name, pretraining_config, hparams=None):
     """run_finetuning.prepare's FinetuningConfig for one exported task fine-tuned alone: the recipe for the
-    model's size, --hparams over it; InputError where they contradict how the task was featurised or
-    the model (another vocabulary, more positions than it has)."""
+    model's size, `hparams` (--hparams, already parsed) over it; InputError where they contradict how the
+    task was featurised or the model (another vocabulary, more positions than it has)."""
     from configs.finetuning_config import FinetuningConfig, size_of
-    from configs.loading import parse_hparams
 
-    hparams, index = parse_hparams(hparams), pathlib.Path(folder) / INDEX_FILE
+    hparams, index = dict(hparams or {}), pathlib.Path(folder) / INDEX_FILE
     featurized = task_entry(read_index(folder), folder, task_name)["featurization"]
     if not {"max_seq_length", "double_unordered", "vocab_size"} <= set(featurized):
         raise InputError(f"{index}: {task_name} has no record of its featurisation; export it with export_tasks "

@@ -6,6 +6,8 @@
   context and [CLS]; end logits from dense(512, gelu) over [start state; token state], conditioned on
   the gold start in training and on each of the top `beam_size` starts at inference; an answerability
   classifier on [CLS] and the start-probability-weighted state (its logit is the "null odds").
+* `TaggingHead`: the original's tagging module: dense(num_labels) on every token's hidden state, no
+  dropout; the loss and the scores read it only at each word's first sub-token.
 """
 import keras
 from keras import ops
@@ -21,8 +23,9 @@ class ClassificationHead(keras.layers.Layer):
         self.num_outputs = num_outputs
         self.hidden_size = hidden_size
         self.dropout_rate = dropout
-        self.dropout = keras.layers.Dropout(dropout, name="dropout")
-        self.dense = keras.layers.Dense(num_outputs, kernel_initializer=glorot_uniform(), name="dense")
+        self.dropout = keras.layers.Dropout(dropout, dtype=self.dtype_policy, name="dropout")
+        self.dense = keras.layers.Dense(num_outputs, kernel_initializer=glorot_uniform(), dtype=self.dtype_policy,
+                                        name="dense")
 
     def build(self, input_shape=None):
         self.dense.build((None, self.hidden_size))
@@ -35,6 +38,29 @@ class ClassificationHead(keras.layers.Layer):
     def get_config(self):
         config = super().get_config()
         config.update(num_outputs=self.num_outputs, hidden_size=self.hidden_size, dropout=self.dropout_rate)
+        return config
+
+
+class TaggingHead(keras.layers.Layer):
+    """Logits [batch, length, num_outputs] for every position (float32)."""
+
+    def __init__(self, num_outputs, hidden_size, **kwargs):
+        super().__init__(**kwargs)
+        self.num_outputs = num_outputs
+        self.hidden_size = hidden_size
+        self.dense = keras.layers.Dense(num_outputs, kernel_initializer=glorot_uniform(), dtype=self.dtype_policy,
+                                        name="dense")
+
+    def build(self, input_shape=None):
+        self.dense.build((None, None, self.hidden_size))
+        self.built = True
+
+    def call(self, sequence_output, inputs=None, training=False):
+        return ops.cast(self.dense(sequence_output), "float32")
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(num_outputs=self.num_outputs, hidden_size=self.hidden_size)
         return config
 
 
@@ -57,13 +83,15 @@ class SpanHead(keras.layers.Layer):
         self.hidden_size = hidden_size
         self.qa_hidden_size = qa_hidden_size
         self.beam_size = beam_size
-        self.start_dense = keras.layers.Dense(1, kernel_initializer=glorot_uniform(), name="start_logits")
-        self.qa_hidden = keras.layers.Dense(qa_hidden_size, activation="gelu",
-                                            kernel_initializer=glorot_uniform(), name="qa_hidden")
-        self.qa_logits = keras.layers.Dense(1, kernel_initializer=glorot_uniform(), name="qa_logits")
-        self.answerable_hidden = keras.layers.Dense(qa_hidden_size, activation="gelu",
-                                                    kernel_initializer=glorot_uniform(), name="answerable_hidden")
-        self.answerable_logit = keras.layers.Dense(1, kernel_initializer=glorot_uniform(), name="answerable_logit")
+        def dense(units, name, activation=None):
+            return keras.layers.Dense(units, activation=activation, kernel_initializer=glorot_uniform(),
+                                      dtype=self.dtype_policy, name=name)
+
+        self.start_dense = dense(1, "start_logits")
+        self.qa_hidden = dense(qa_hidden_size, "qa_hidden", "gelu")
+        self.qa_logits = dense(1, "qa_logits")
+        self.answerable_hidden = dense(qa_hidden_size, "answerable_hidden", "gelu")
+        self.answerable_logit = dense(1, "answerable_logit")
 
     def build(self, input_shape=None):
         h = self.hidden_size

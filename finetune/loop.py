@@ -17,7 +17,7 @@ from data.progress import ProgressLine
 from finetune import batches as batches_lib
 from finetune.losses import task_loss
 from finetune.tasks import SPAN
-from model.optimization import create_optimizer
+from model.optimizers import create_optimizer
 
 
 def count_steps(train_counts, config):
@@ -133,9 +133,17 @@ class BaseTrainer:
                 progress.update(sum(len(i) for i in indices))
         order = np.argsort(np.concatenate(indices), kind="stable")
         if isinstance(collected[0], dict):
-            return {key: np.concatenate([c[key] for c in collected])[order] for key in collected[0]}
-        return np.concatenate(collected)[order]
+            return {key: _concatenate([c[key] for c in collected])[order] for key in collected[0]}
+        return _concatenate(collected)[order]
 
 
 def _num_batches(count, batch_size):
     return -(-count // batch_size)
+
+
+def _concatenate(parts):
+    """The batches' outputs as one array; per-token outputs ([batch, length, ...], each batch its own
+    length) are padded with zeros to the longest."""
+    shape = np.max([part.shape for part in parts], axis=0)
+    return np.concatenate([np.pad(part, [(0, 0)] + [(0, size - now) for size, now in zip(shape[1:], part.shape[1:])])
+                           for part in parts])

@@ -6,7 +6,7 @@ under Adam; `loss_reduction: "mean"` is the usual mean (Hugging Face's) as a nam
 """
 from keras import ops
 
-from finetune.tasks import CLASSIFICATION, REGRESSION, SPAN
+from finetune.tasks import CLASSIFICATION, REGRESSION, SPAN, TAGGING
 
 
 def _positions_loss(logits, positions):
@@ -16,8 +16,9 @@ def _positions_loss(logits, positions):
 
 
 def example_losses(task, outputs, batch, answerable_weight=0.5):
-    """[batch] losses: cross-entropy, squared error (STS, on the task's normalised targets), or the span
-    head's (start + end) / 2 plus answerable_weight × the answerability cross-entropy."""
+    """[batch] losses: cross-entropy, squared error (STS, on the task's normalised targets), the span
+    head's (start + end) / 2 plus answerable_weight × the answerability cross-entropy, or (tagging) the
+    cross-entropy summed over the labelled positions (tag_mask), as the original summed over words."""
     if task.kind == CLASSIFICATION:
         labels = ops.cast(batch["labels"], "int32")
         return ops.sparse_categorical_crossentropy(labels, outputs, from_logits=True)
@@ -29,6 +30,9 @@ def example_losses(task, outputs, batch, answerable_weight=0.5):
         impossible = ops.cast(batch["is_impossible"], "float32")
         return losses + answerable_weight * ops.binary_crossentropy(impossible, outputs["answerable_logit"],
                                                                     from_logits=True)
+    if task.kind == TAGGING:
+        losses = ops.sparse_categorical_crossentropy(ops.cast(batch["tag_ids"], "int32"), outputs, from_logits=True)
+        return ops.sum(losses * ops.cast(batch["tag_mask"], "float32"), axis=-1)
     raise ValueError(f"unknown task kind {task.kind!r}")
 
 

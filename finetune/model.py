@@ -6,16 +6,19 @@ Heads live under the TF1 scope `task_specific/<task>/`, so layer-wise LR decay s
 import keras
 from keras import ops
 
-from finetune.heads import ClassificationHead, SpanHead
-from finetune.tasks import SPAN
+from finetune.heads import ClassificationHead, SpanHead, TaggingHead
+from finetune.tasks import SPAN, TAGGING
 
 HEADS_SCOPE = "task_specific"
 
 
-def make_head(task, hidden_size, config):
+def make_head(task, hidden_size, config, dtype=None):
+    """The task's head; `dtype`: the encoder's dtype policy (pass `encoder.dtype_policy`)."""
     if task.kind == SPAN:
-        return SpanHead(hidden_size, config.qa_hidden_size, config.beam_size, name=task.name)
-    return ClassificationHead(task.num_outputs, hidden_size, config.head_dropout, name=task.name)
+        return SpanHead(hidden_size, config.qa_hidden_size, config.beam_size, dtype=dtype, name=task.name)
+    if task.kind == TAGGING:
+        return TaggingHead(task.num_outputs, hidden_size, dtype=dtype, name=task.name)
+    return ClassificationHead(task.num_outputs, hidden_size, config.head_dropout, dtype=dtype, name=task.name)
 
 
 class FinetuningModel(keras.Model):
@@ -38,7 +41,8 @@ class FinetuningModel(keras.Model):
 
 class SingleTaskModel(keras.Model):
     """What load_finetuned_model returns: {"input_ids", "input_mask", "segment_ids"} → the head's output
-    (logits [batch, num_labels] for classification, [batch, 1] for STS)."""
+    (logits [batch, num_labels] for classification, [batch, 1] for STS, [batch, length, num_labels] for
+    tagging)."""
 
     def __init__(self, encoder, head, name="finetuned_model", **kwargs):
         super().__init__(name=name, **kwargs)

@@ -14,12 +14,16 @@ import keras
 
 from configs.finetuning_config import size_of
 from configs.model_config import ModelConfig
-from configs.pretraining_config import PretrainingConfig
 from common.errors import InputError
 from data.tokenization import load_tokenizer
 from model.encoder import BertEncoder
+from training import model_folder
 
 ENCODER_NAME = "electra"
+# Fine-tuning's Keras dtype policy, given to the encoder and heads explicitly, so a policy set earlier in
+# the process (or a mixed-precision pretraining run before) cannot change it. The original fine-tuned in
+# float32 and no option switches it.
+FINETUNING_DTYPE = "float32"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,39 +43,26 @@ class PretrainedModel:
 
 def read_model_folder(folder) -> PretrainedModel:
     """Checks the folder (config, vocabulary, a checkpoint) before any work; InputError naming the gap."""
-    import tensorflow as tf
-
     folder = pathlib.Path(folder)
     if not folder.is_dir():
         raise InputError(f"{folder}: no such model folder; pass --model-name of a pretrained model under "
                          "<data-dir>/models/ (or check --data-dir)")
-    config_file = folder / "config.json"
-    if not config_file.is_file():
-        raise InputError(f"{config_file}: missing; a pretrained model folder holds the config.json that "
-                         "run_pretraining.py (or an import) wrote")
-    config = PretrainingConfig.load(config_file)
-    sp_models = sorted(folder.glob("*.model"))
-    vocab_file = folder / "vocab.txt"
-    if not vocab_file.is_file() and not sp_models:
-        raise InputError(f"{folder}: no vocabulary (vocab.txt or a SentencePiece *.model); copy the one the "
-                         "model was pretrained with into the folder")
-    checkpoint = tf.train.latest_checkpoint(str(folder))
-    if not checkpoint:
-        raise InputError(f"{folder}: the model folder holds no weights (no checkpoint); pretrain it first or "
-                         "import weights into it")
+    config = model_folder.read_config(folder)
+    vocab = model_folder.require_vocab(folder)
+    checkpoint = model_folder.resolve_checkpoint(folder, flag="model folder")
     model_config = config.model_config()
+    is_sentencepiece = vocab.suffix == ".model"
     return PretrainedModel(
         folder=folder, model_config=model_config,
         recipe_size=size_of(config.model_size, model_config.hidden_size),
-        vocab_file=vocab_file if vocab_file.is_file() else None,
-        sp_model=None if vocab_file.is_file() else sp_models[0],
+        vocab_file=None if is_sentencepiece else vocab, sp_model=vocab if is_sentencepiece else None,
         do_lower_case=config.do_lower_case, checkpoint=checkpoint,
         gdes_embeddings=config.electra_objective and config.gdes_embeddings)
 
 
-def build_encoder(model_config: ModelConfig) -> BertEncoder:
+def build_encoder(model_config: ModelConfig, dtype=FINETUNING_DTYPE) -> BertEncoder:
     """The discriminator encoder with the TF1 variable paths of a pretraining checkpoint (electra/...)."""
-    encoder = BertEncoder.from_model_config(model_config, name=ENCODER_NAME)
+    encoder = BertEncoder.from_model_config(model_config, name=ENCODER_NAME, dtype=dtype)
     with keras.name_scope(ENCODER_NAME):
         encoder.embeddings.build()
     encoder.build()
@@ -84,14 +75,15 @@ def load_encoder(pretrained: PretrainedModel) -> BertEncoder:
                             lambda model: restore_by_path(model, pretrained.checkpoint, what="encoder"))
 
 
-def restored_encoder(model_config: ModelConfig, gdes_embeddings: bool, restore) -> BertEncoder:
+def restored_encoder(model_config: ModelConfig, gdes_embeddings: bool, restore,
+                     dtype=FINETUNING_DTYPE) -> BertEncoder:
     """The discriminator encoder, its weights set by `restore(model)` (from a checkpoint here, from
     arrays on the JAX path); under gdes_embeddings the pretrained layout is restored and merged."""
-    encoder = build_encoder(model_config)
+    encoder = build_encoder(model_config, dtype)
     if not gdes_embeddings:
         restore(encoder)
         return encoder
-    source = _build_gdes_encoder(model_config)
+    source = _build_gdes_encoder(model_config, dtype)
     restore(source)
     by_path = {variable.path: variable for variable in source.weights}
     for variable in encoder.weights:
@@ -100,15 +92,15 @@ def restored_encoder(model_config: ModelConfig, gdes_embeddings: bool, restore) 
     return encoder
 
 
-def _build_gdes_encoder(model_config):
+def _build_gdes_encoder(model_config, dtype):
     """The discriminator as pretraining built it under gdes_embeddings: shared table + its residual."""
     from pretrain.builder import shared_embeddings
 
-    embeddings = shared_embeddings(model_config)
+    embeddings = shared_embeddings(model_config, dtype)
     with keras.name_scope(ENCODER_NAME):
         embeddings.build()
     encoder = BertEncoder.from_model_config(model_config, name=ENCODER_NAME, embeddings=embeddings,
-                                            gdes_embeddings=True)
+                                            gdes_embeddings=True, dtype=dtype)
     encoder.build()
     return encoder
 

@@ -23,7 +23,7 @@ FORMAT_VERSION = 1
 @dataclasses.dataclass(frozen=True)
 class FinetunedInfo:
     task: str
-    kind: str  # "classification" | "regression" | "span"
+    kind: str  # "classification" | "regression" | "span" | "tagging"
     label_names: List[str]
     is_pair: bool
     max_seq_length: int
@@ -110,8 +110,9 @@ def read_info(folder) -> FinetunedInfo:
 def load_finetuned_model(folder):
     """Returns (keras_model, info): keras_model maps {"input_ids", "input_mask", "segment_ids"} (int32
     [batch, seq]) to the head's output: logits [batch, num_labels] (STS: [batch, 1], the normalised score:
-    score = output × max + min with info.score_range); for SQuAD the span head's beam dict."""
-    from finetune.heads import ClassificationHead, SpanHead
+    score = output × max + min with info.score_range); for SQuAD the span head's beam dict; for chunking
+    logits [batch, seq, num_labels] (read at each word's first sub-token)."""
+    from finetune.heads import ClassificationHead, SpanHead, TaggingHead
     from finetune.model import SingleTaskModel
     from finetune.pretrained import build_encoder, restore_by_path
 
@@ -122,10 +123,13 @@ def load_finetuned_model(folder):
     head_config = info.head
     if info.kind == "span":
         head = SpanHead(model_config.hidden_size, head_config["qa_hidden_size"], head_config["beam_size"],
-                        name=info.task)
+                        dtype=encoder.dtype_policy, name=info.task)
+    elif info.kind == "tagging":
+        head = TaggingHead(head_config["num_outputs"], model_config.hidden_size, dtype=encoder.dtype_policy,
+                           name=info.task)
     else:
         head = ClassificationHead(head_config["num_outputs"], model_config.hidden_size,
-                                  head_config.get("dropout", 0.1), name=info.task)
+                                  head_config.get("dropout", 0.1), dtype=encoder.dtype_policy, name=info.task)
     model = SingleTaskModel(encoder, head)
     if not pathlib.Path(str(folder / CHECKPOINT_PREFIX) + ".index").is_file():
         raise InputError(f"{folder}: no checkpoint {CHECKPOINT_PREFIX}.index; the folder is incomplete, re-run "

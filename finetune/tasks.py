@@ -9,6 +9,7 @@ import dataclasses
 from typing import Any, Dict, List, Optional
 
 CLASSIFICATION, REGRESSION, SPAN = "classification", "regression", "span"
+TAGGING = "tagging"  # a label per word (chunking)
 
 
 @dataclasses.dataclass(frozen=True)

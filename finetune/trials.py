@@ -92,7 +92,8 @@ class TrialRunner:
         seed = config.seed + trial
         keras.utils.set_random_seed(seed)
         encoder = self.load_encoder(self.pretrained)
-        model = FinetuningModel(encoder, {t.name: make_head(t, encoder.hidden_size, config) for t in tasks})
+        model = FinetuningModel(encoder, {t.name: make_head(t, encoder.hidden_size, config, encoder.dtype_policy)
+                                          for t in tasks})
         trainer = self.trainer_class(model, tasks, build_optimizer(config, self.num_steps, encoder.num_layers),
                                      config)
         label = f"{'+'.join(t.name for t in tasks)} trial {trial + 1}/{config.num_trials}"

@@ -35,7 +35,8 @@ class SelfAttention(keras.layers.Layer):
 
     Call with hidden states [batch, seq, hidden] and input_mask [batch, seq]; returns the heads
     concatenated back to [batch, seq, hidden] (before the output projection). `use_fused` forces a path
-    (None: fused unless training with attention dropout).
+    (None: fused unless training with attention dropout). `dtype`: the Keras dtype policy of the
+    projections; the softmax of the explicit path runs in float32 whatever it is.
     """
 
     def __init__(self, hidden_size, num_heads, attention_dropout=0.1, initializer_range=0.02, **kwargs):
@@ -51,12 +52,12 @@ class SelfAttention(keras.layers.Layer):
 
         def projection(name):
             return keras.layers.Dense(hidden_size, kernel_initializer=truncated_normal(initializer_range),
-                                      name=name)
+                                      dtype=self.dtype_policy, name=name)
 
         self.query = projection("query")
         self.key = projection("key")
         self.value = projection("value")
-        self.probs_dropout = keras.layers.Dropout(attention_dropout, name="probs_dropout")
+        self.probs_dropout = keras.layers.Dropout(attention_dropout, dtype=self.dtype_policy, name="probs_dropout")
 
     def build(self, input_shape):
         for dense in (self.query, self.key, self.value):

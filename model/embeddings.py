@@ -15,7 +15,7 @@ def embedding_lookup(table, ids):
 
     Under TensorFlow a plain gather hands the optimizer a tf.IndexedSlices holding one row per
     occurrence, duplicates unsummed. Keras 3 optimizers (keras.optimizers.Adam, and the
-    `ops.square(gradient)` of model/optimization.py's AdamWeightDecay) then square each slice before the
+    `ops.square(gradient)` of model/optimizers.py's AdamWeightDecay) then square each slice before the
     duplicates are summed: the second moment of a row looked up n times is Σ g_k² instead of (Σ g_k)²,
     up to n times too small, and that row moves up to √n times faster than Adam intends. The
     token-type row 0 is looked up at every position of every sequence (n = batch·seq), so it raced
@@ -47,7 +47,8 @@ class BertEmbeddings(keras.layers.Layer):
 
     Call with int32 `input_ids` and `segment_ids` [batch, seq]; returns float32 [batch, seq, E]
     (summed, normalised in float32, dropped out). `word_embeddings` replaces the word table for that call
-    (gradient-disentangled sharing passes stop_gradient(shared) + residual here).
+    (gradient-disentangled sharing passes stop_gradient(shared) + residual here). `dtype`: the Keras
+    dtype policy (variables float32 under a mixed one; the sum and its LayerNorm in float32 regardless).
     """
 
     def __init__(self, vocab_size, embedding_size, max_position_embeddings=512, type_vocab_size=2,
@@ -62,7 +63,7 @@ class BertEmbeddings(keras.layers.Layer):
         self.initializer_range = initializer_range
         self.layer_norm_epsilon = layer_norm_epsilon
         self.layer_norm = layer_norm("LayerNorm", layer_norm_epsilon)
-        self.dropout = keras.layers.Dropout(dropout, name="dropout")
+        self.dropout = keras.layers.Dropout(dropout, dtype=self.dtype_policy, name="dropout")
 
     def build(self, input_shape=None):
         init = truncated_normal(self.initializer_range)

@@ -22,13 +22,16 @@ class BertEncoder(keras.Model):
     embeddings, the LayerNorm included); its embedding_size wins over the argument.
     `gdes_embeddings`: DeBERTa-v3's gradient-disentangled sharing: the word table this encoder sees is
     stop_gradient(shared table) + its own zero-initialised `word_embeddings_delta`.
+    `dtype`: the Keras dtype policy of this encoder and every layer it creates (None: Keras' global
+    policy); a shared `embeddings` keeps its own. Pass it here, per model: setting the global policy
+    would leak into whatever the process builds next.
     """
 
     def __init__(self, vocab_size, hidden_size, num_layers, num_heads, intermediate_size,
                  embedding_size=None, max_position_embeddings=512, type_vocab_size=2, dropout=0.1,
                  attention_dropout=0.1, initializer_range=0.02, layer_norm_epsilon=1e-12,
-                 embeddings=None, gdes_embeddings=False, name="electra", **kwargs):
-        super().__init__(name=name, **kwargs)
+                 embeddings=None, gdes_embeddings=False, name="electra", dtype=None, **kwargs):
+        super().__init__(name=name, dtype=dtype, **kwargs)
         if embeddings is not None:
             embedding_size = embeddings.embedding_size
         elif embedding_size is None:
@@ -51,25 +54,27 @@ class BertEncoder(keras.Model):
             raise ValueError("gdes_embeddings needs shared `embeddings` to disentangle from")
         self.embeddings = embeddings or BertEmbeddings(
             vocab_size, embedding_size, max_position_embeddings, type_vocab_size, dropout,
-            initializer_range, layer_norm_epsilon, name="embeddings")
+            initializer_range, layer_norm_epsilon, dtype=self.dtype_policy, name="embeddings")
         self.embeddings_project = None
         if embedding_size != hidden_size:
             self.embeddings_project = keras.layers.Dense(
-                hidden_size, kernel_initializer=glorot_uniform(), name="embeddings_project")
+                hidden_size, kernel_initializer=glorot_uniform(), dtype=self.dtype_policy,
+                name="embeddings_project")
         self.transformer_layers = [
             TransformerLayer(hidden_size, num_heads, intermediate_size, dropout, attention_dropout,
-                             initializer_range, layer_norm_epsilon, name=f"layer_{i}")
+                             initializer_range, layer_norm_epsilon, dtype=self.dtype_policy, name=f"layer_{i}")
             for i in range(num_layers)
         ]
 
     @classmethod
-    def from_model_config(cls, model_config, name="electra", embeddings=None, gdes_embeddings=False):
+    def from_model_config(cls, model_config, name="electra", embeddings=None, gdes_embeddings=False,
+                          dtype=None):
         """From a configs.model_config.ModelConfig."""
         c = model_config
         return cls(c.vocab_size, c.hidden_size, c.num_layers, c.num_heads, c.intermediate_size,
                    c.embedding_size, c.max_position_embeddings, c.type_vocab_size, c.dropout,
                    c.attention_dropout, c.initializer_range, c.layer_norm_epsilon,
-                   embeddings=embeddings, gdes_embeddings=gdes_embeddings, name=name)
+                   embeddings=embeddings, gdes_embeddings=gdes_embeddings, name=name, dtype=dtype)
 
     def build(self, input_shape=None):
         if not self.embeddings.built:
@@ -118,12 +123,11 @@ class BertEncoder(keras.Model):
 
     def get_config(self):
         """Constructor arguments; a shared `embeddings` layer is not serialised (builders re-share)."""
-        return {
-            "name": self.name, "vocab_size": self.vocab_size, "hidden_size": self.hidden_size,
-            "num_layers": self.num_layers, "num_heads": self.num_heads,
-            "intermediate_size": self.intermediate_size, "embedding_size": self.embedding_size,
-            "max_position_embeddings": self.max_position_embeddings,
-            "type_vocab_size": self.type_vocab_size, "dropout": self.dropout_rate,
-            "attention_dropout": self.attention_dropout, "initializer_range": self.initializer_range,
-            "layer_norm_epsilon": self.layer_norm_epsilon, "gdes_embeddings": self.gdes_embeddings,
-        }
+        config = super().get_config()
+        config.update(vocab_size=self.vocab_size, hidden_size=self.hidden_size, num_layers=self.num_layers,
+                      num_heads=self.num_heads, intermediate_size=self.intermediate_size,
+                      embedding_size=self.embedding_size, max_position_embeddings=self.max_position_embeddings,
+                      type_vocab_size=self.type_vocab_size, dropout=self.dropout_rate,
+                      attention_dropout=self.attention_dropout, initializer_range=self.initializer_range,
+                      layer_norm_epsilon=self.layer_norm_epsilon, gdes_embeddings=self.gdes_embeddings)
+        return config

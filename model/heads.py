@@ -41,7 +41,7 @@ class GeneratorHead(keras.layers.Layer):
         self.layer_norm_epsilon = layer_norm_epsilon
         self.dense = keras.layers.Dense(embedding_size, activation="gelu",
                                         kernel_initializer=truncated_normal(initializer_range),
-                                        name="dense")
+                                        dtype=self.dtype_policy, name="dense")
         self.layer_norm = layer_norm("LayerNorm", layer_norm_epsilon)
 
     def build(self, sequence_shape):
@@ -78,8 +78,9 @@ class DiscriminatorHead(keras.layers.Layer):
         self.initializer_range = initializer_range
         self.dense = keras.layers.Dense(hidden_size, activation="gelu",
                                         kernel_initializer=truncated_normal(initializer_range),
-                                        name="dense")
-        self.dense_1 = keras.layers.Dense(1, kernel_initializer=glorot_uniform(), name="dense_1")
+                                        dtype=self.dtype_policy, name="dense")
+        self.dense_1 = keras.layers.Dense(1, kernel_initializer=glorot_uniform(), dtype=self.dtype_policy,
+                                          name="dense_1")
 
     def build(self, sequence_shape):
         self.dense.build(sequence_shape)

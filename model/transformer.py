@@ -12,7 +12,10 @@ from model.layer_norm import layer_norm
 
 
 class TransformerLayer(keras.layers.Layer):
-    """Call with hidden [batch, seq, hidden] and input_mask [batch, seq]; returns [batch, seq, hidden]."""
+    """Call with hidden [batch, seq, hidden] and input_mask [batch, seq]; returns [batch, seq, hidden].
+
+    `dtype` (a Keras dtype policy) reaches every sublayer but the two LayerNorms, which stay float32.
+    """
 
     def __init__(self, hidden_size, num_heads, intermediate_size, dropout=0.1, attention_dropout=0.1,
                  initializer_range=0.02, layer_norm_epsilon=1e-12, **kwargs):
@@ -26,16 +29,19 @@ class TransformerLayer(keras.layers.Layer):
         self.layer_norm_epsilon = layer_norm_epsilon
         init = truncated_normal(initializer_range)
         self.attention_self = SelfAttention(hidden_size, num_heads, attention_dropout,
-                                            initializer_range, name="self")
+                                            initializer_range, dtype=self.dtype_policy, name="self")
         self.attention_output_dense = keras.layers.Dense(hidden_size, kernel_initializer=init,
-                                                         name="dense")
+                                                         dtype=self.dtype_policy, name="dense")
         self.attention_output_layer_norm = layer_norm("LayerNorm", layer_norm_epsilon)
         self.intermediate_dense = keras.layers.Dense(intermediate_size, activation="gelu",
-                                                     kernel_initializer=init, name="dense")
-        self.output_dense = keras.layers.Dense(hidden_size, kernel_initializer=init, name="dense")
+                                                     kernel_initializer=init, dtype=self.dtype_policy,
+                                                     name="dense")
+        self.output_dense = keras.layers.Dense(hidden_size, kernel_initializer=init, dtype=self.dtype_policy,
+                                               name="dense")
         self.output_layer_norm = layer_norm("LayerNorm", layer_norm_epsilon)
-        self.attention_output_dropout = keras.layers.Dropout(dropout, name="attention_output_dropout")
-        self.output_dropout = keras.layers.Dropout(dropout, name="output_dropout")
+        self.attention_output_dropout = keras.layers.Dropout(dropout, dtype=self.dtype_policy,
+                                                             name="attention_output_dropout")
+        self.output_dropout = keras.layers.Dropout(dropout, dtype=self.dtype_policy, name="output_dropout")
 
     def build(self, input_shape):
         hidden_shape = (None, None, self.hidden_size)

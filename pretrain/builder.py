@@ -1,25 +1,30 @@
-"""Builds the pretrainer's towers from a PretrainingConfig, wiring the original's sharing options."""
+"""Builds the pretrainer's towers from a PretrainingConfig, wiring the original's sharing options.
+
+Precision is per model: the builders take a Keras dtype policy (`dtype`, e.g. "mixed_bfloat16") and hand
+it to every layer. None means Keras' global policy, which nothing in this project sets, so building a
+mixed-precision pretrainer leaves the next model of the process in float32.
+"""
 import dataclasses
 
 import keras
 
 from model.embeddings import BertEmbeddings
 from model.encoder import BertEncoder
-from model.optimization import create_optimizer
+from model.optimizers import create_optimizer
 from pretrain.pretrainer import ElectraPretrainer
 
 DISCRIMINATOR_NAME = "electra"
 GENERATOR_NAME = "generator"
 
 
-def shared_embeddings(model_config):
+def shared_embeddings(model_config, dtype=None):
     """The embedding block both towers read (TF1 scope electra/embeddings)."""
     c = model_config
     return BertEmbeddings(c.vocab_size, c.embedding_size, c.max_position_embeddings, c.type_vocab_size,
-                          c.dropout, c.initializer_range, c.layer_norm_epsilon, name="embeddings")
+                          c.dropout, c.initializer_range, c.layer_norm_epsilon, dtype=dtype, name="embeddings")
 
 
-def build_encoders(config):
+def build_encoders(config, dtype=None):
     """(generator, discriminator) BertEncoders for a PretrainingConfig.
 
     ELECTRA: a narrower generator sharing every embedding with the discriminator (or its own with
@@ -29,11 +34,11 @@ def build_encoders(config):
     """
     model_config = config.model_config()
     if not config.electra_objective:
-        return BertEncoder.from_model_config(model_config, name=DISCRIMINATOR_NAME), None
-    embeddings = shared_embeddings(model_config)
+        return BertEncoder.from_model_config(model_config, name=DISCRIMINATOR_NAME, dtype=dtype), None
+    embeddings = shared_embeddings(model_config, dtype)
     discriminator = BertEncoder.from_model_config(model_config, name=DISCRIMINATOR_NAME,
                                                   embeddings=embeddings,
-                                                  gdes_embeddings=config.gdes_embeddings)
+                                                  gdes_embeddings=config.gdes_embeddings, dtype=dtype)
     if config.uniform_generator:
         return None, discriminator
     if not config.untied_generator:
@@ -43,16 +48,18 @@ def build_encoders(config):
     if generator_embeddings is not None:
         generator_config = dataclasses.replace(generator_config, embedding_size=model_config.embedding_size)
     generator = BertEncoder.from_model_config(generator_config, name=GENERATOR_NAME,
-                                              embeddings=generator_embeddings)
+                                              embeddings=generator_embeddings, dtype=dtype)
     return generator, discriminator
 
 
-def build_pretrainer(config):
-    """An ElectraPretrainer (built, with TF1-named variables) for a PretrainingConfig."""
+def build_pretrainer(config, dtype=None):
+    """An ElectraPretrainer (built, with TF1-named variables) for a PretrainingConfig, every layer in the
+    dtype policy `dtype` (training passes config.mixed_precision; loading and exporting weights, which
+    are float32 under any policy, leave it to the default)."""
     if config.gdes_embeddings and config.untied_generator_embeddings:
         raise ValueError("gdes_embeddings shares the generator's embeddings; it cannot be combined "
                          "with untied_generator_embeddings")
-    generator, discriminator = build_encoders(config)
+    generator, discriminator = build_encoders(config, dtype)
     return ElectraPretrainer(
         generator, discriminator, mask_prob=config.mask_prob,
         max_predictions_per_seq=config.max_predictions_per_seq, mask_token_id=config.mask_token_id,
@@ -60,7 +67,7 @@ def build_pretrainer(config):
         disc_weight=config.disc_weight, temperature=config.temperature,
         disallow_correct=config.disallow_correct, uniform_generator=config.uniform_generator,
         electra_objective=config.electra_objective, dedup_masking=config.dedup_masking,
-        vocab_size=config.vocab_size, seed=config.seed)
+        vocab_size=config.vocab_size, seed=config.seed, dtype=dtype)
 
 
 def build_optimizer(config):
@@ -74,12 +81,12 @@ def build_optimizer(config):
 
 
 def build_for_training(config):
-    """(pretrainer, built optimizer) in the config's precision, seeded by config.seed so that a config
-    names its initial weights and dropout streams: two runs of one config start equal. Shared by
-    run_pretraining.py and the JAX trainer (training_jax.pretrain), so both start the same way."""
-    keras.mixed_precision.set_dtype_policy(config.mixed_precision)
+    """(pretrainer, built optimizer) in the config's precision (its own dtype policy, not the process's),
+    seeded by config.seed so that a config names its initial weights and dropout streams: two runs of
+    one config start equal. Shared by run_pretraining.py and the JAX trainer (training_jax.pretrain), so
+    both start the same way."""
     keras.utils.set_random_seed(config.seed)
-    pretrainer = build_pretrainer(config)
+    pretrainer = build_pretrainer(config, dtype=config.mixed_precision)
     optimizer = build_optimizer(config)
     optimizer.build(pretrainer.trainable_variables)
     return pretrainer, optimizer

@@ -7,6 +7,8 @@ equals one replica on the whole batch. `combine_losses` does that division in on
 """
 from keras import ops
 
+from pretrain.outputs import LossTerms
+
 DENOMINATOR_EPSILON = 1e-6  # the original's "+ 1e-6"
 
 
@@ -18,14 +20,14 @@ def masked_lm_loss_terms(logits, target_ids, weights):
     """Softmax cross-entropy over the predicted slots.
 
     logits [batch, n, V], target_ids int32 [batch, n], weights [batch, n].
-    Returns numerator = Σ w·nll, denominator = Σ w, nll [batch, n]. The fused sparse cross-entropy
+    Returns LossTerms: numerator = Σ w·nll, denominator = Σ w, per_token = nll [batch, n]. The fused sparse cross-entropy
     keeps the backward pass to one softmax-minus-one-hot, where gathering the target's log-probability
     built a dense [batch, n, V] scatter (a quarter of a small model's step on CPU).
     """
     nll = ops.sparse_categorical_crossentropy(ops.cast(target_ids, "int32"), ops.cast(logits, "float32"),
                                               from_logits=True)
     weights = ops.cast(weights, "float32")
-    return {"numerator": ops.sum(weights * nll), "denominator": ops.sum(weights), "nll": nll}
+    return LossTerms(ops.sum(weights * nll), ops.sum(weights), nll)
 
 
 def sigmoid_cross_entropy(logits, labels):
@@ -38,11 +40,11 @@ def sigmoid_cross_entropy(logits, labels):
 def replaced_token_loss_terms(logits, labels, input_mask):
     """Sigmoid cross-entropy over every real token ([CLS] and [SEP] included).
 
-    Returns numerator = Σ bce·mask, denominator = Σ mask, and the per-token bce [batch, seq].
+    Returns LossTerms: numerator = Σ bce·mask, denominator = Σ mask, per_token = bce [batch, seq].
     """
     mask = ops.cast(input_mask, "float32")
     bce = sigmoid_cross_entropy(logits, labels)
-    return {"numerator": ops.sum(bce * mask), "denominator": ops.sum(mask), "bce": bce}
+    return LossTerms(ops.sum(bce * mask), ops.sum(mask), bce)
 
 
 def combine_losses(mlm_numerator, mlm_denominator, gen_weight, disc_weight=0.0, rtd_numerator=None,

@@ -9,6 +9,7 @@ from keras import ops
 
 from model.heads import DiscriminatorHead, GeneratorHead
 from pretrain import losses, masking, metrics, sampling
+from pretrain.outputs import FakedData, HeadOutput, PretrainingOutputs
 
 
 class ElectraPretrainer(keras.Model):
@@ -24,6 +25,8 @@ class ElectraPretrainer(keras.Model):
       temperature, disallow_correct, uniform_generator, dedup_masking: the original's options (dedup is ours).
       vocab_size: needed only with uniform_generator and no generator.
       seed: seeds the masking/sampling SeedGenerator.
+      dtype: the Keras dtype policy of the heads (build the encoders with the same one); losses and
+        logits stay float32 under any.
 
     Networks and heads are built in the constructor, so every variable exists (with its TF1 path) before
     the first step.
@@ -60,12 +63,12 @@ class ElectraPretrainer(keras.Model):
         if not uniform_generator:
             self.generator_head = GeneratorHead(
                 self.vocab_size, generator.embedding_size, generator.initializer_range,
-                generator.layer_norm_epsilon, name="generator_predictions")
+                generator.layer_norm_epsilon, dtype=self.dtype_policy, name="generator_predictions")
         self.discriminator_head = None
         if self.discriminator is not None:
             self.discriminator_head = DiscriminatorHead(
                 self.discriminator.hidden_size, self.discriminator.initializer_range,
-                name="discriminator_predictions")
+                dtype=self.dtype_policy, name="discriminator_predictions")
         self.metric_trackers = metrics.PretrainingMetrics(electra_objective)
         self._build_networks()
 
@@ -128,10 +131,9 @@ class ElectraPretrainer(keras.Model):
         seed_generator: a keras.random.SeedGenerator for masking and sampling instead of the model's
           (e.g. one per replica, so replicas do not draw the same random numbers).
 
-        Returns a dict: total_loss (differentiable), mlm_loss, disc_loss (this batch's ratios),
-        mlm_numerator/mlm_denominator, disc_numerator/disc_denominator, "stats" (metric sufficient
-        statistics, sums to all-reduce), and the intermediate tensors masked_inputs, mlm_logits,
-        sampled_ids, fake_input_ids, disc_labels, disc_logits.
+        Returns PretrainingOutputs (pretrain/outputs.py): total_loss (differentiable), stats (metric
+        sufficient statistics, sums to all-reduce), masked_inputs, the generator's and the
+        discriminator's logits and losses, and the faked input the discriminator saw.
         """
         input_ids = ops.cast(inputs["input_ids"], "int32")
         input_mask = ops.cast(inputs["input_mask"], "int32")
@@ -143,16 +145,15 @@ class ElectraPretrainer(keras.Model):
         target_ids = masked_inputs["masked_lm_ids"]
 
         mlm_logits = self.generator_logits(masked_inputs, segment_inputs, training)
-        mlm = losses.masked_lm_loss_terms(mlm_logits, target_ids, weights)
-        outputs = {"masked_inputs": masked_inputs, "mlm_logits": mlm_logits,
-                   "mlm_numerator": mlm["numerator"], "mlm_denominator": mlm["denominator"],
-                   "mlm_loss": losses.ratio(mlm["numerator"], mlm["denominator"])}
-        mlm_denominator = mlm["denominator"] if denominators is None else denominators["mlm"]
+        mlm_terms = losses.masked_lm_loss_terms(mlm_logits, target_ids, weights)
+        mlm = HeadOutput(mlm_logits, losses.ratio(mlm_terms.numerator, mlm_terms.denominator), mlm_terms)
+        mlm_denominator = mlm_terms.denominator if denominators is None else denominators["mlm"]
 
         if not self.electra_objective:
-            outputs["stats"] = metrics.mlm_stats(mlm["nll"], mlm_logits, target_ids, weights)
-            outputs["total_loss"] = losses.combine_losses(mlm["numerator"], mlm_denominator, self.gen_weight)
-            return outputs
+            return PretrainingOutputs(
+                total_loss=losses.combine_losses(mlm_terms.numerator, mlm_denominator, self.gen_weight),
+                stats=metrics.mlm_stats(mlm_terms.per_token, mlm_logits, target_ids, weights),
+                masked_inputs=masked_inputs, mlm=mlm)
 
         if sampled_ids is None:
             disallow = target_ids if self.disallow_correct else None
@@ -163,17 +164,16 @@ class ElectraPretrainer(keras.Model):
         sequence = self.discriminator({"input_ids": fake_ids, **segment_inputs}, training=training)
         disc_logits = self.discriminator_head(sequence)
         rtd = losses.replaced_token_loss_terms(disc_logits, labels, input_mask)
-        rtd_denominator = rtd["denominator"] if denominators is None else denominators["rtd"]
+        rtd_denominator = rtd.denominator if denominators is None else denominators["rtd"]
 
-        stats = metrics.mlm_stats(mlm["nll"], mlm_logits, target_ids, weights, sampled_ids)
-        stats.update(metrics.discriminator_stats(disc_logits, labels, input_mask, rtd["bce"]))
-        outputs.update(
-            sampled_ids=sampled_ids, fake_input_ids=fake_ids, disc_labels=labels, disc_logits=disc_logits,
-            disc_numerator=rtd["numerator"], disc_denominator=rtd["denominator"],
-            disc_loss=losses.ratio(rtd["numerator"], rtd["denominator"]), stats=stats,
-            total_loss=losses.combine_losses(mlm["numerator"], mlm_denominator, self.gen_weight,
-                                             self.disc_weight, rtd["numerator"], rtd_denominator))
-        return outputs
+        stats = metrics.mlm_stats(mlm_terms.per_token, mlm_logits, target_ids, weights, sampled_ids)
+        stats.update(metrics.discriminator_stats(disc_logits, labels, input_mask, rtd.per_token))
+        return PretrainingOutputs(
+            total_loss=losses.combine_losses(mlm_terms.numerator, mlm_denominator, self.gen_weight,
+                                             self.disc_weight, rtd.numerator, rtd_denominator),
+            stats=stats, masked_inputs=masked_inputs, mlm=mlm,
+            fake=FakedData(fake_ids, labels, sampled_ids),
+            disc=HeadOutput(disc_logits, losses.ratio(rtd.numerator, rtd.denominator), rtd))
 
     def train_loss_and_stats(self, inputs, denominators=None, seed_generator=None):
         """For a custom (distributed) loop: (total_loss, stats) of one training step.
@@ -183,7 +183,7 @@ class ElectraPretrainer(keras.Model):
         """
         outputs = self.compute_losses(inputs, training=True, denominators=denominators,
                                       seed_generator=seed_generator)
-        return outputs["total_loss"], outputs["stats"]
+        return outputs.total_loss, outputs.stats
 
     def finalize_metrics(self, stats):
         """Summed stats → {metric name: float}, with this model's loss weights."""
@@ -198,13 +198,13 @@ class ElectraPretrainer(keras.Model):
         return self.compute_losses(inputs, training=training)
 
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
-        loss = y_pred["total_loss"]
+        loss = y_pred.total_loss
         if self.losses:
             loss = loss + ops.sum(self.losses)
         return loss
 
     def compute_metrics(self, x, y, y_pred, sample_weight=None):
-        self.metric_trackers.update(y_pred["stats"])
+        self.metric_trackers.update(y_pred.stats)
         return self.get_metrics_result()
 
     @property
@@ -212,11 +212,14 @@ class ElectraPretrainer(keras.Model):
         return super().metrics + self.metric_trackers.metrics
 
     def get_config(self):
-        return {"name": self.name, "mask_prob": self.mask_prob,
-                "max_predictions_per_seq": self.max_predictions_per_seq,
-                "mask_token_id": self.mask_token_id, "cls_token_id": self.special_token_ids[0],
-                "sep_token_id": self.special_token_ids[1], "gen_weight": self.gen_weight,
-                "disc_weight": self.disc_weight, "temperature": self.temperature,
-                "disallow_correct": self.disallow_correct, "uniform_generator": self.uniform_generator,
-                "electra_objective": self.electra_objective, "dedup_masking": self.dedup_masking,
-                "vocab_size": self.vocab_size}
+        """The scalar arguments; the generator and discriminator are not serialised (builders pass them)."""
+        config = super().get_config()
+        config.update({"mask_prob": self.mask_prob,
+                       "max_predictions_per_seq": self.max_predictions_per_seq,
+                       "mask_token_id": self.mask_token_id, "cls_token_id": self.special_token_ids[0],
+                       "sep_token_id": self.special_token_ids[1], "gen_weight": self.gen_weight,
+                       "disc_weight": self.disc_weight, "temperature": self.temperature,
+                       "disallow_correct": self.disallow_correct, "uniform_generator": self.uniform_generator,
+                       "electra_objective": self.electra_objective, "dedup_masking": self.dedup_masking,
+                       "vocab_size": self.vocab_size})
+        return config

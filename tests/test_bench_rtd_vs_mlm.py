@@ -6,7 +6,7 @@ import pytest
 import tensorflow as tf
 
 from bench import rtd_vs_mlm
-from bench.rtd_vs_mlm import Plan
+from bench.study import plan as study_plan, report, stages
 from finetune.registry import get_task
 
 
@@ -14,7 +14,7 @@ def plan_in(tmp_path, **changes):
     values = dict(work_dir=tmp_path, shared_data=tmp_path / "shared", electra_steps=1500, budgets=3,
                   tasks=["cola", "rte"], seeds=3, finetune_max_steps=0)
     values.update(changes)
-    return Plan(**values)
+    return study_plan.Plan(**values)
 
 
 def test_the_mlm_run_gets_the_electra_runs_flops_at_every_budget(tmp_path):
@@ -41,7 +41,7 @@ def test_an_extra_budget_is_one_more_equal_flops_checkpoint_of_the_same_runs(tmp
     assert abs(first_mlm * mlm - 250 * electra) <= mlm / 2  # the nearest whole step
     assert plan.checkpoint_steps("mlm")[1:] == plan_in(tmp_path).checkpoint_steps("mlm")
     for arm in ("electra", "mlm"):
-        hparams = rtd_vs_mlm.pretraining_hparams(plan, arm)
+        hparams = study_plan.pretraining_hparams(plan, arm)
         assert hparams["num_train_steps"] == plan_in(tmp_path).steps(arm)  # the schedule is unchanged
         assert hparams["extra_checkpoint_steps"] == plan.checkpoint_steps(arm)[:1]
         assert plan.arm_config(arm).extra_checkpoint_steps == ()  # the study's model itself is unchanged
@@ -53,8 +53,8 @@ def test_an_extra_budget_is_one_more_equal_flops_checkpoint_of_the_same_runs(tmp
     manager = tf.train.CheckpointManager(tf.train.Checkpoint(v=tf.Variable([1.0])), str(run), max_to_keep=None,
                                          checkpoint_name="ckpt")
     manager.save(checkpoint_number=first_mlm)
-    assert rtd_vs_mlm.ready_budgets(plan) == [("mlm", first_mlm)]
-    assert [row["step"] for row in rtd_vs_mlm.collect(plan)["arms"]["mlm"]] == plan.checkpoint_steps("mlm")
+    assert stages.ready_budgets(plan) == [("mlm", first_mlm)]
+    assert [row["step"] for row in report.collect(plan)["arms"]["mlm"]] == plan.checkpoint_steps("mlm")
 
 
 @pytest.mark.parametrize("value, fragment", [("5OO", "separated by commas"), ("1500", "between 1 and")])
@@ -78,14 +78,14 @@ def test_a_budget_folder_holds_exactly_that_checkpoint(tmp_path):
     variable.assign([3.0, 4.0])
     manager.save(checkpoint_number=1000)
 
-    folder = rtd_vs_mlm.budget_folder(plan, "electra", 500)
+    folder = stages.budget_folder(plan, "electra", 500)
     assert folder.name == "electra_step500"
     assert tf.train.latest_checkpoint(str(folder)) == str(folder / "ckpt-500")
     restored = tf.Variable([0.0, 0.0])
     tf.train.Checkpoint(v=restored).restore(str(folder / "ckpt-500")).expect_partial()
     assert restored.numpy().tolist() == [1.0, 2.0]
     assert not list(folder.glob("ckpt-1000*"))
-    assert rtd_vs_mlm.budget_folder(plan, "electra", 500) == folder  # done once, then reused
+    assert stages.budget_folder(plan, "electra", 500) == folder  # done once, then reused
 
 
 def test_finetune_ready_takes_only_the_checkpoints_saved_so_far(tmp_path, monkeypatch):
@@ -100,7 +100,7 @@ def test_finetune_ready_takes_only_the_checkpoints_saved_so_far(tmp_path, monkey
                                          checkpoint_name="ckpt")
     for step in (250, 500, 1000):  # 250 is not a budget
         manager.save(checkpoint_number=step)
-    assert rtd_vs_mlm.ready_budgets(plan) == [("electra", 1000), ("electra", 500)]  # the most trained first
+    assert stages.ready_budgets(plan) == [("electra", 1000), ("electra", 500)]  # the most trained first
     calls = []
     monkeypatch.setattr(rtd_vs_mlm, "finetune", lambda plan, folder, task, name: calls.append((folder.name, task)))
     monkeypatch.setattr(rtd_vs_mlm, "write_summary", lambda plan: None)
@@ -127,7 +127,7 @@ def write_result(folder, task, median, complete=True):
     metric = get_task(task).primary_metric
     (folder / "results").mkdir(parents=True, exist_ok=True)
     trials = [{"seed": seed, "metrics": {metric: median + offset}} for seed, offset in enumerate((-1, 0, 3))]
-    rtd_vs_mlm.results_file(folder, task).write_text(json.dumps({
+    stages.results_file(folder, task).write_text(json.dumps({
         "complete": complete, "primary_metric": metric, "majority_baseline": {metric: 50.0}, "trials": trials,
         "summary": {metric: {"median": median, "mean": median + 2 / 3, "std": 1.0}}}))
 
@@ -142,25 +142,25 @@ def test_the_summary_counts_only_finished_cells(tmp_path):
     write_result(mlm, "cola", 10.0)
     write_result(mlm, "rte", 55.0, complete=False)  # interrupted: run again, not counted
 
-    summary = rtd_vs_mlm.collect(plan)
+    summary = report.collect(plan)
     (electra_row,), (mlm_row,) = summary["arms"]["electra"], summary["arms"]["mlm"]
     assert electra_row["average"] == 40.0 and electra_row["flops"] == 300 * plan.flops_per_step("electra")
     assert electra_row["seed_averages"] == [39.0, 40.0, 43.0]  # per seed, over tasks
     assert "seed_averages" not in mlm_row
     assert mlm_row["scores"] == {"cola": 10.0} and "average" not in mlm_row
-    table = rtd_vs_mlm.markdown(summary, plan.tasks)
+    table = report.markdown(summary, plan.tasks)
     assert "| ELECTRA (RTD) | 300 |" in table and "| 20.0 ± 1.0 | 60.0 ± 1.0 | 40.0 |" in table
     assert "| 10.0 ± 1.0 | … | … |" in table
     assert "| majority class | | | 50.0 | 50.0 | 50.0 |" in table
     assert "| no pretraining | 0 | 0.00e+00 | … | … | … |" in table
 
-    control = models / rtd_vs_mlm.CONTROL
+    control = models / study_plan.CONTROL
     write_result(control, "cola", 5.0)
     write_result(control, "rte", 53.0)
-    summary = rtd_vs_mlm.collect(plan)
+    summary = report.collect(plan)
     assert summary["control"]["flops"] == 0 and summary["control"]["average"] == 29.0
-    assert "| no pretraining | 0 | 0.00e+00 | 5.0 ± 1.0 | 53.0 ± 1.0 | 29.0 |" in rtd_vs_mlm.markdown(summary, plan.tasks)
-    rtd_vs_mlm.figures(plan, summary)  # error bars from the seed averages, the control and majority lines
+    assert "| no pretraining | 0 | 0.00e+00 | 5.0 ± 1.0 | 53.0 ± 1.0 | 29.0 |" in report.markdown(summary, plan.tasks)
+    report.figures(plan, summary)  # error bars from the seed averages, the control and majority lines
     assert (plan.work_dir / "dev_score_vs_flops.png").stat().st_size > 10_000
 
 
@@ -173,22 +173,22 @@ def test_the_control_is_the_studys_discriminator_untrained(tmp_path):
     vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(60)]) + "\n")
     plan = plan_in(tmp_path)
     plan.model["model_hparam_overrides"] = {**plan.model["model_hparam_overrides"], "vocab_size": 65}
-    folder = rtd_vs_mlm.control_folder(plan)
+    folder = stages.control_folder(plan)
     pretrained = read_model_folder(folder)
     assert pretrained.checkpoint.endswith("ckpt-0")
     assert pretrained.model_config.hidden_size == 128 and pretrained.model_config.num_layers == 4
     stamp = (folder / "checkpoint").stat().st_mtime_ns
-    assert rtd_vs_mlm.control_folder(plan) == folder and (folder / "checkpoint").stat().st_mtime_ns == stamp
+    assert stages.control_folder(plan) == folder and (folder / "checkpoint").stat().st_mtime_ns == stamp
 
 
 def test_stage_timings_add_up_across_restarts_and_per_arm(tmp_path):
-    rtd_vs_mlm.add_timing(tmp_path, "pretrain mlm", 60.0)
-    rtd_vs_mlm.add_timing(tmp_path, "pretrain mlm", 120.0)  # resumed after a stop
-    rtd_vs_mlm.add_timing(tmp_path, "finetune mlm_step534 cola", 30.0)
-    rtd_vs_mlm.add_timing(tmp_path, "finetune mlm_step1068 rte", 90.0)
-    seconds = json.loads((tmp_path / rtd_vs_mlm.TIMINGS).read_text())
+    stages.add_timing(tmp_path, "pretrain mlm", 60.0)
+    stages.add_timing(tmp_path, "pretrain mlm", 120.0)  # resumed after a stop
+    stages.add_timing(tmp_path, "finetune mlm_step534 cola", 30.0)
+    stages.add_timing(tmp_path, "finetune mlm_step1068 rte", 90.0)
+    seconds = json.loads((tmp_path / stages.TIMINGS).read_text())
     assert seconds["pretrain mlm"] == 180.0
-    assert rtd_vs_mlm.stage_minutes(seconds) == {"finetune mlm": 2.0, "pretrain mlm": 3.0}
+    assert report.stage_minutes(seconds) == {"finetune mlm": 2.0, "pretrain mlm": 3.0}
 
 
 def test_timings_from_arms_running_at_once_are_all_kept(tmp_path):
@@ -199,7 +199,7 @@ def test_timings_from_arms_running_at_once_are_all_kept(tmp_path):
     def add_seconds(stage):
         try:
             for _ in range(200):
-                rtd_vs_mlm.add_timing(tmp_path, stage, 1.0)
+                stages.add_timing(tmp_path, stage, 1.0)
         except OSError as error:
             errors.append(error)
 
@@ -209,7 +209,7 @@ def test_timings_from_arms_running_at_once_are_all_kept(tmp_path):
     for worker in workers:
         worker.join()
     assert not errors
-    assert json.loads((tmp_path / rtd_vs_mlm.TIMINGS).read_text()) == {"stage 0": 400.0, "stage 1": 400.0}
+    assert json.loads((tmp_path / stages.TIMINGS).read_text()) == {"stage 0": 400.0, "stage 1": 400.0}
 
 
 def test_a_resumed_runs_curves_keep_the_last_write_of_each_step(tmp_path):
@@ -222,5 +222,5 @@ def test_a_resumed_runs_curves_keep_the_last_write_of_each_step(tmp_path):
         writer.close()
         for path in (train / f"run{run}").iterdir():
             path.rename(train / f"{path.name}.{run}")
-    curves = rtd_vs_mlm.training_curves(tmp_path)
+    curves = report.training_curves(tmp_path)
     assert curves["disc_loss"] == [(100, 9.0), (200, 8.5), (300, 6.0)]

@@ -6,7 +6,7 @@
   (`load_tf_weights_in_electra`, transformers 4.x in .venv/hf4, run in a subprocess) gives our logits;
   round trip ours → (1) → ours is bit-exact.
 - An official-style TF1 checkpoint written here with tf.compat.v1 variables and a Saver, under the names
-  of REPRODUCTION_NOTES §6 listed independently below (optimizer slots and global_step included): our
+  of docs/reproduction.md#checkpoint-names listed independently below (optimizer slots and global_step included): our
   import gives the logits of Hugging Face's conversion of the same file.
 - BERT checkpoint (2) of a model with embedding size = hidden size: `load_tf_weights_in_bert` into
   transformers' BertModel gives our encoder's sequence output.
@@ -93,7 +93,7 @@ def tokenizer(bert_vocab_file):
 @pytest.fixture(scope="module")
 def small(tmp_path_factory, shared_data, bert_vocab_file, tokenizer):
     """A randomly initialised electra_small-shaped model (E 128 ≠ H 256) in a model folder + a batch."""
-    from checkpoints.model_folder import write_model_folder
+    from training.model_folder import write_model_folder
     from configs.pretraining_config import PretrainingConfig
     from pretrain.builder import build_pretrainer
 
@@ -110,7 +110,7 @@ def small(tmp_path_factory, shared_data, bert_vocab_file, tokenizer):
 
 @pytest.fixture(scope="module")
 def small_folder(small):
-    from checkpoints.model_folder import load_model_folder
+    from training.model_folder import load_model_folder
 
     return load_model_folder(small["folder"])
 
@@ -162,7 +162,8 @@ def test_hf_round_trip_is_bit_exact_and_feeds_init_checkpoint(small, hf_export, 
     from checkpoints.importer import import_weights, open_source
     from configs.pretraining_config import PretrainingConfig
     from pretrain.builder import build_pretrainer
-    from training.checkpointing import resolve_init_checkpoint, restore_weights
+    from training.checkpointing import restore_weights
+    from training.model_folder import resolve_checkpoint
 
     folder = small["root"] / "models" / "from_hf"
     config, imported = import_weights(open_source(hf_export), folder, tokenizer, say=lambda _: None)
@@ -171,7 +172,7 @@ def test_hf_round_trip_is_bit_exact_and_feeds_init_checkpoint(small, hf_export, 
     assert config.generator_model_config() == small["config"].generator_model_config()
     # what run_pretraining.py --init-checkpoint and fine-tuning do with a model folder
     fresh = build_pretrainer(PretrainingConfig.load(folder / "config.json"))
-    restore_weights(fresh, resolve_init_checkpoint(folder))
+    restore_weights(fresh, resolve_checkpoint(folder))
     assert_same_weights(small["pretrainer"], fresh)
 
 
@@ -210,7 +211,7 @@ def test_tf1_round_trip_is_bit_exact(small, tf1_export, tokenizer):
 
 
 def official_shapes(vocab, embedding, hidden, layers, ffn, positions, generator_hidden, generator_ffn):
-    """REPRODUCTION_NOTES §6, written out name by name (independently of checkpoints/ and model/)."""
+    """The original's TF1 names (docs/reproduction.md#checkpoint-names), written out name by name (independently of checkpoints/ and model/)."""
     shapes = {"electra/embeddings/word_embeddings": [vocab, embedding],
               "electra/embeddings/position_embeddings": [positions, embedding],
               "electra/embeddings/token_type_embeddings": [2, embedding],
@@ -284,7 +285,7 @@ def write_official_checkpoint(folder, vocab_file, step=1000000):
 def bert_case(tmp_path_factory, bert_vocab_file, small):
     """A tiny model with embedding size = hidden size, exported as a BERT checkpoint."""
     from checkpoints.exporters import export_bert
-    from checkpoints.model_folder import load_model_folder, write_model_folder
+    from training.model_folder import load_model_folder, write_model_folder
     from configs.pretraining_config import PretrainingConfig
     from pretrain.builder import build_pretrainer
 

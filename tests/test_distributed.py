@@ -56,7 +56,7 @@ def make_loss_fn(pretrainer):
         out = pretrainer.compute_losses(batch, training=True, denominators=denominators,
             masked_inputs={"input_ids": masked, "masked_lm_positions": positions, "masked_lm_ids": targets,
                            "masked_lm_weights": weights}, sampled_ids=sampled)
-        return out["total_loss"], out["stats"]
+        return out.total_loss, out.stats
     return loss_fn
 
 initial = None

@@ -134,7 +134,7 @@ def test_squad_v2_short_run_writes_scores_and_predictions(data_dir, shared_data)
 
 @pytest.mark.parametrize("case, fragment", [
     ("no_model", "no such model folder"),
-    ("no_weights", "holds no weights"),
+    ("no_weights", "holds no checkpoint"),
     ("task", "unknown task"),
     ("no_task_dir", "no data folder"),
     ("hparams", "unknown key(s) learning_rat"),

@@ -6,9 +6,9 @@ import textwrap
 import numpy as np
 import pytest
 
-from bench.rtd_vs_mlm import REPO as REPO_ROOT
+from bench.study.stages import REPO as REPO_ROOT
 from tests.helpers import run_script_under_jax
-from tests.test_bench_rtd_vs_mlm_device import export_tiny_study
+from tests.test_bench_study_device import export_tiny_study
 
 PIECES_SCRIPT = textwrap.dedent('''
     import contextlib, io, json, sys

@@ -23,10 +23,10 @@ FAST = {"model_size": "electra_tiny", "model_hparam_overrides": MICRO_MODEL, "tr
 
 
 @pytest.fixture(autouse=True)
-def float32_policy_afterwards():
-    """The runs set Keras' global dtype policy; later tests expect float32."""
+def global_policy_stays_float32():
+    """The runs give their models the config's policy; Keras' global one is never set."""
     yield
-    keras.mixed_precision.set_dtype_policy("float32")
+    assert keras.config.dtype_policy().name == "float32"
 
 
 @pytest.fixture(scope="module")
@@ -46,9 +46,7 @@ def run(data_dir, name, policy):
 
 @pytest.fixture(scope="module")
 def float32_run(data_dir):
-    model_dir = run(data_dir, "fp32", "float32")
-    keras.mixed_precision.set_dtype_policy("float32")
-    return model_dir
+    return run(data_dir, "fp32", "float32")
 
 
 @pytest.mark.parametrize("policy", ["mixed_bfloat16", "mixed_float16"])

@@ -1,5 +1,6 @@
-"""model/optimization.py against numpy references of the original's formulas, and its Keras plumbing
-(gradient accumulation, checkpoints, JAX, tf.distribute)."""
+"""model/optimizers.py (with the schedules, layer-wise decay and path rules it uses) against numpy
+references of the original's formulas, and its Keras plumbing (gradient accumulation, checkpoints, JAX,
+tf.distribute)."""
 import ast
 import contextlib
 import json
@@ -13,7 +14,7 @@ import keras
 import numpy as np
 import pytest
 
-from model import optimization as optim
+from model import layerwise_decay, lr_schedules, optimizer_rules, optimizers
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 TF_ONLY = pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="needs the TensorFlow backend")
@@ -78,7 +79,7 @@ def three_variables():
 
 def test_adam_weight_decay_matches_numpy_reference(three_variables):
     variables, inits, grad_steps = three_variables
-    opt = optim.AdamWeightDecay(learning_rate=0.01, weight_decay_rate=0.1)
+    opt = optimizers.AdamWeightDecay(learning_rate=0.01, weight_decay_rate=0.1)
     got = run_steps(opt, variables, grad_steps)
     want = reference_adamw(inits, grad_steps, 0.01, decays=[True, False, False], weight_decay_rate=0.1)
     for g, w in zip(got, want):
@@ -90,7 +91,7 @@ def test_no_bias_correction_makes_first_step_larger_than_keras_adamw():
     grad = np.array([0.5, -2.0, 3.0], "float32")
     ours = make_variable("w/kernel", np.zeros(3))
     stock = make_variable("w/kernel", np.zeros(3))
-    optim.AdamWeightDecay(learning_rate=0.1, weight_decay_rate=0.0).apply([grad], [ours])
+    optimizers.AdamWeightDecay(learning_rate=0.1, weight_decay_rate=0.0).apply([grad], [ours])
     keras.optimizers.AdamW(learning_rate=0.1, weight_decay=0.0, epsilon=1e-6).apply([grad], [stock])
     ours_step, stock_step = values([ours, stock])
     assert not np.allclose(ours_step, stock_step, rtol=0.1)
@@ -108,7 +109,7 @@ def test_weight_decay_skips_layernorm_and_bias_paths():
         "generator_predictions/output_bias",
     ]
     variables = [make_variable(p, np.full((2,), 2.0)) for p in paths]
-    opt = optim.AdamWeightDecay(learning_rate=0.1, weight_decay_rate=0.5)
+    opt = optimizers.AdamWeightDecay(learning_rate=0.1, weight_decay_rate=0.5)
     got = run_steps(opt, variables, [[np.zeros(2)] * len(paths)])  # zero gradients: only decay moves
     np.testing.assert_allclose(got[0], 2.0 * (1 - 0.1 * 0.5))
     for value in got[1:]:
@@ -119,8 +120,8 @@ def test_weight_decay_skips_layernorm_and_bias_paths():
 def test_explicit_weight_decay_exclusion_list():
     kernel = make_variable("electra/dense/kernel", np.full((2,), 2.0))
     bias = make_variable("electra/dense/bias", np.full((2,), 2.0))
-    opt = optim.AdamWeightDecay(learning_rate=0.1, weight_decay_rate=0.5,
-                                exclude_from_weight_decay=["^electra/dense/kernel$"])
+    opt = optimizers.AdamWeightDecay(learning_rate=0.1, weight_decay_rate=0.5,
+                                     exclude_from_weight_decay=["^electra/dense/kernel$"])
     got = run_steps(opt, [kernel, bias], [[np.zeros(2), np.zeros(2)]])
     np.testing.assert_array_equal(got[0], 2.0)
     np.testing.assert_allclose(got[1], 2.0 * (1 - 0.05))
@@ -131,7 +132,7 @@ def test_global_norm_clipping_uses_one_norm_over_all_gradients():
     # Step 1: per-variable norms 6 and 8, global norm 10 → both scaled by 0.1. Step 2: small, unclipped.
     grad_steps = [[np.array([6.0, 0.0]), np.array([0.0, 8.0])], [np.array([0.3, 0.1]), np.array([-0.2, 0.2])]]
     variables = [make_variable("a/kernel", inits[0]), make_variable("b/kernel", inits[1])]
-    opt = optim.AdamWeightDecay(learning_rate=0.1, weight_decay_rate=0.0, global_clipnorm=1.0)
+    opt = optimizers.AdamWeightDecay(learning_rate=0.1, weight_decay_rate=0.0, global_clipnorm=1.0)
     got = run_steps(opt, variables, grad_steps)
     decays = [False, False]
     want = reference_adamw(inits, grad_steps, 0.1, decays, clip=1.0)
@@ -150,7 +151,7 @@ def test_clip_by_global_norm_equals_tensorflow_including_sparse_gradients():
     dense = tf.constant([[3.0, 4.0], [1.0, 2.0]])
     sparse = tf.IndexedSlices(tf.constant([[5.0, 6.0]]), tf.constant([1]), tf.constant([3, 2]))
     for clip in (1.0, 100.0):
-        ours = optim.clip_by_global_norm([dense, sparse, None], clip)
+        ours = optimizer_rules.clip_by_global_norm([dense, sparse, None], clip)
         theirs, _ = tf.clip_by_global_norm([dense, sparse, None], clip)
         assert ours[2] is None
         np.testing.assert_allclose(ours[0], theirs[0], rtol=1e-6)
@@ -174,7 +175,7 @@ STEPS = [0, 1, 5, 10, 11, 55, 99, 100, 150]
 @pytest.mark.parametrize("power", [1.0, 0.5, 2.0])
 @pytest.mark.parametrize("warmup", [0, 10])
 def test_joint_schedule_matches_the_original_formula(power, warmup):
-    schedule = optim.JointWarmupDecay(5e-4, num_train_steps=100, num_warmup_steps=warmup, power=power)
+    schedule = lr_schedules.JointWarmupDecay(5e-4, num_train_steps=100, num_warmup_steps=warmup, power=power)
     got = [float(keras.ops.convert_to_numpy(schedule(s))) for s in STEPS]
     want = [joint_formula(s, 5e-4, 100, warmup, power) for s in STEPS]
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-12)
@@ -188,19 +189,19 @@ def test_joint_schedule_matches_the_original_formula(power, warmup):
 @pytest.mark.parametrize("power", [1.0, 0.5])
 @pytest.mark.parametrize("warmup", [0, 10])
 def test_warmup_then_decay_schedule(power, warmup):
-    schedule = optim.WarmupThenDecay(2e-3, num_train_steps=100, num_warmup_steps=warmup, power=power)
+    schedule = lr_schedules.WarmupThenDecay(2e-3, num_train_steps=100, num_warmup_steps=warmup, power=power)
     got = [float(keras.ops.convert_to_numpy(schedule(s))) for s in STEPS]
     want = [warmup_then_decay_formula(s, 2e-3, 100, warmup, power) for s in STEPS]
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-12)
     np.testing.assert_allclose(got[STEPS.index(10)], 2e-3 if warmup else 2e-3 * 0.9 ** power, rtol=1e-6)
     with pytest.raises(ValueError):
-        optim.WarmupThenDecay(1e-3, num_train_steps=10, num_warmup_steps=10)
+        lr_schedules.WarmupThenDecay(1e-3, num_train_steps=10, num_warmup_steps=10)
 
 
 def test_optimizer_feeds_the_schedule_its_update_count():
-    schedule = optim.JointWarmupDecay(0.1, num_train_steps=10, num_warmup_steps=4)
+    schedule = lr_schedules.JointWarmupDecay(0.1, num_train_steps=10, num_warmup_steps=4)
     variable = make_variable("w/kernel", np.ones(2))
-    opt = optim.AdamWeightDecay(learning_rate=schedule, weight_decay_rate=0.0)
+    opt = optimizers.AdamWeightDecay(learning_rate=schedule, weight_decay_rate=0.0)
     after_first = run_steps(opt, [variable], [[np.ones(2)]])[0]
     np.testing.assert_array_equal(after_first, 1.0)  # lr is 0 at step 0, as in the original
     run_steps(opt, [variable], [[np.ones(2)]] * 2)
@@ -220,7 +221,7 @@ L12_PATHS = (
 
 @pytest.mark.parametrize("variant, top", [("original", 14), ("intended", 13)])
 def test_layerwise_multipliers_l12_d08(variant, top):
-    got = optim.layerwise_lr_multipliers(L12_PATHS, num_layers=12, decay=0.8, variant=variant)
+    got = layerwise_decay.layerwise_lr_multipliers(L12_PATHS, num_layers=12, decay=0.8, variant=variant)
     for path in L12_PATHS[:3]:
         assert got[path] == pytest.approx(0.8 ** top, rel=1e-12)
     for i in range(12):
@@ -236,32 +237,32 @@ def test_layerwise_multipliers_l12_d08(variant, top):
 
 def test_layerwise_rejects_a_layer_beyond_num_layers():
     with pytest.raises(ValueError, match="num_layers=12"):
-        optim.layerwise_lr_multipliers(["electra/encoder/layer_12/output/dense/kernel"], 12, 0.8)
+        layerwise_decay.layerwise_lr_multipliers(["electra/encoder/layer_12/output/dense/kernel"], 12, 0.8)
 
 
 def test_lr_multipliers_scale_the_whole_update():
     grads = [[np.array([1.0, -2.0])] * 2]
     a, b = make_variable("a/kernel", np.ones(2)), make_variable("b/kernel", np.ones(2))
-    opt = optim.AdamWeightDecay(learning_rate=0.1, weight_decay_rate=0.3,
-                                lr_multipliers={"b/kernel": 0.25})
+    opt = optimizers.AdamWeightDecay(learning_rate=0.1, weight_decay_rate=0.3,
+                                     lr_multipliers={"b/kernel": 0.25})
     got_a, got_b = run_steps(opt, [a, b], grads)
     np.testing.assert_allclose(1.0 - got_b, 0.25 * (1.0 - got_a), rtol=1e-6)
     with pytest.raises(ValueError, match="not training"):
-        bad = optim.AdamWeightDecay(learning_rate=0.1, lr_multipliers={"typo/kernel": 0.5})
+        bad = optimizers.AdamWeightDecay(learning_rate=0.1, lr_multipliers={"typo/kernel": 0.5})
         bad.build([make_variable("c/kernel", np.ones(2))])
 
 
 def test_factory_layerwise_decay_reaches_the_update():
     layer, head = make_variable("electra/encoder/layer_0/kernel", np.ones(2)), make_variable("task_specific/kernel", np.ones(2))
-    opt = optim.create_optimizer(0.1, num_train_steps=100, num_warmup_steps=0, weight_decay_rate=0.0,
-                                 layerwise_lr_decay=0.5, num_layers=1, clip_norm=None)
+    opt = optimizers.create_optimizer(0.1, num_train_steps=100, num_warmup_steps=0, weight_decay_rate=0.0,
+                                      layerwise_lr_decay=0.5, num_layers=1, clip_norm=None)
     got_layer, got_head = run_steps(opt, [layer, head], [[np.ones(2), np.ones(2)]])
     # L = 1: layer_0 has depth 1, the head L + 2 = 3 → multiplier 0.5² relative to the head.
     np.testing.assert_allclose(1.0 - got_layer, 0.25 * (1.0 - got_head), rtol=1e-6)
     with pytest.raises(ValueError, match="num_layers"):
-        optim.create_optimizer(0.1, 100, 0, layerwise_lr_decay=0.8)
+        optimizers.create_optimizer(0.1, 100, 0, layerwise_lr_decay=0.8)
     with pytest.raises(ValueError, match="optimizer"):
-        optim.create_optimizer(0.1, 100, 0, optimizer="sgd")
+        optimizers.create_optimizer(0.1, 100, 0, optimizer="sgd")
 
 
 def linear_regression_grads(weights, bias, x, y):
@@ -278,8 +279,8 @@ def test_gradient_accumulation_equals_one_big_batch_and_counts_updates():
     def build(accumulation):
         variables = [make_variable("dense/kernel", w0), make_variable("dense/bias", b0)]
         # Small clip norm so clipping is active; schedule varies per update, zero at step 0.
-        opt = optim.create_optimizer(0.1, num_train_steps=4, num_warmup_steps=2, clip_norm=0.05,
-                                     gradient_accumulation_steps=accumulation)
+        opt = optimizers.create_optimizer(0.1, num_train_steps=4, num_warmup_steps=2, clip_norm=0.05,
+                                          gradient_accumulation_steps=accumulation)
         return variables, opt
 
     big_vars, big_opt = build(1)
@@ -303,8 +304,8 @@ def test_gradient_accumulation_equals_one_big_batch_and_counts_updates():
 
 
 def test_lamb_option_uses_keras_lamb_with_nvidia_betas_and_path_based_decay():
-    opt = optim.create_optimizer(0.1, num_train_steps=10, num_warmup_steps=0, optimizer="lamb",
-                                 weight_decay_rate=0.5, clip_norm=None)
+    opt = optimizers.create_optimizer(0.1, num_train_steps=10, num_warmup_steps=0, optimizer="lamb",
+                                      weight_decay_rate=0.5, clip_norm=None)
     assert isinstance(opt, keras.optimizers.Lamb)
     assert (opt.beta_1, opt.beta_2, opt.epsilon) == (0.878, 0.974, 1e-6)
     paths = ["electra/dense/kernel", "electra/dense/bias", "electra/LayerNorm/gamma"]
@@ -317,29 +318,69 @@ def test_lamb_option_uses_keras_lamb_with_nvidia_betas_and_path_based_decay():
 
 
 def test_get_config_round_trips():
-    schedule = optim.WarmupThenDecay(1e-3, 1000, 100, power=0.5)
+    schedule = lr_schedules.WarmupThenDecay(1e-3, 1000, 100, power=0.5)
     for opt in (
-        optim.create_optimizer(2e-4, 1000, 100, layerwise_lr_decay=0.8, num_layers=12,
-                               layerwise_variant="intended", gradient_accumulation_steps=2),
-        optim.AdamWeightDecay(learning_rate=schedule, lr_multipliers={"a/kernel": 0.5},
-                              exclude_from_weight_decay=["bias"], global_clipnorm=1.0),
-        optim.create_optimizer(1e-3, 1000, 100, optimizer="lamb", schedule="warmup_then_decay"),
+        optimizers.create_optimizer(2e-4, 1000, 100, layerwise_lr_decay=0.8, num_layers=12,
+                                    layerwise_variant="intended", gradient_accumulation_steps=2),
+        optimizers.AdamWeightDecay(learning_rate=schedule, lr_multipliers={"a/kernel": 0.5},
+                                   exclude_from_weight_decay=["bias"], global_clipnorm=1.0),
+        optimizers.create_optimizer(1e-3, 1000, 100, optimizer="lamb", schedule="warmup_then_decay"),
     ):
         config = opt.get_config()
         clone = type(opt).from_config(config)
         assert clone.get_config() == config
         revived = keras.optimizers.deserialize(keras.optimizers.serialize(opt))
         assert type(revived) is type(opt) and revived.get_config() == config
-    clone = optim.WarmupThenDecay.from_config(schedule.get_config())
+    clone = lr_schedules.WarmupThenDecay.from_config(schedule.get_config())
     for step in (0, 50, 100, 600, 1000):
         assert float(keras.ops.convert_to_numpy(clone(step))) == float(keras.ops.convert_to_numpy(schedule(step)))
-    revived = keras.optimizers.deserialize(keras.optimizers.serialize(optim.create_optimizer(
+    revived = keras.optimizers.deserialize(keras.optimizers.serialize(optimizers.create_optimizer(
         1e-3, 1000, 100, layerwise_lr_decay=0.8, num_layers=4)))
-    assert isinstance(revived.lr_multipliers, optim.LayerwiseLRDecay)
+    assert isinstance(revived.lr_multipliers, layerwise_decay.LayerwiseLRDecay)
     assert revived.lr_multipliers("electra/encoder/layer_3/x/kernel") == pytest.approx(0.8 ** 2)
     assert "weight_decay" not in revived.get_config()
     with pytest.raises(ValueError, match="weight_decay_rate"):
-        optim.AdamWeightDecay(weight_decay=0.01)
+        optimizers.AdamWeightDecay(weight_decay=0.01)
+
+
+# keras.optimizers.serialize() output written before model/optimization.py was split into modules: the
+# registered names (electra>ClassName) must keep such configs loadable although "module" names the old file.
+_KERAS_DEFAULTS = {"clipnorm": None, "clipvalue": None, "use_ema": False, "ema_momentum": 0.99,
+                   "ema_overwrite_frequency": None, "loss_scale_factor": None, "gradient_accumulation_steps": None}
+_EXCLUDED = ["LayerNorm", "layer_norm", "bias", "(^|/)(gamma|beta)$"]
+SAVED_BEFORE_THE_SPLIT = [
+    {"module": "model.optimization", "class_name": "AdamWeightDecay", "registered_name": "electra>AdamWeightDecay",
+     "config": {
+         "name": "adam_weight_decay", **_KERAS_DEFAULTS, "global_clipnorm": 1.0, "weight_decay_rate": 0.01,
+         "beta_1": 0.9, "beta_2": 0.999, "epsilon": 1e-06, "exclude_from_weight_decay": _EXCLUDED,
+         "learning_rate": {"module": "model.optimization", "class_name": "JointWarmupDecay",
+                           "registered_name": "electra>JointWarmupDecay",
+                           "config": {"learning_rate": 0.0002, "num_train_steps": 1000, "num_warmup_steps": 100,
+                                      "power": 1.0}},
+         "lr_multipliers": {"module": "model.optimization", "class_name": "LayerwiseLRDecay",
+                            "registered_name": "electra>LayerwiseLRDecay",
+                            "config": {"num_layers": 12, "decay": 0.8, "variant": "intended"}}}},
+    {"module": "model.optimization", "class_name": "ElectraLamb", "registered_name": "electra>ElectraLamb",
+     "config": {
+         "name": "electra_lamb", **_KERAS_DEFAULTS, "global_clipnorm": 1.0, "weight_decay": 0.01,
+         "beta_1": 0.878, "beta_2": 0.974, "epsilon": 1e-06, "exclude_from_weight_decay": _EXCLUDED,
+         "lr_multipliers": None,
+         "learning_rate": {"module": "model.optimization", "class_name": "WarmupThenDecay",
+                           "registered_name": "electra>WarmupThenDecay",
+                           "config": {"learning_rate": 0.001, "num_train_steps": 1000, "num_warmup_steps": 100,
+                                      "power": 0.5}}}},
+]
+
+
+def test_configs_saved_before_the_split_still_deserialize():
+    adamw = keras.optimizers.deserialize(SAVED_BEFORE_THE_SPLIT[0])
+    assert type(adamw) is optimizers.AdamWeightDecay
+    assert isinstance(adamw._learning_rate, lr_schedules.JointWarmupDecay)
+    assert isinstance(adamw.lr_multipliers, layerwise_decay.LayerwiseLRDecay)
+    assert adamw.lr_multipliers.variant == "intended" and adamw.global_clipnorm == 1.0
+    lamb = keras.optimizers.deserialize(SAVED_BEFORE_THE_SPLIT[1])
+    assert type(lamb) is optimizers.ElectraLamb and isinstance(lamb._learning_rate, lr_schedules.WarmupThenDecay)
+    assert lamb._learning_rate.power == 0.5 and lamb.beta_1 == optimizers.LAMB_BETAS[0]
 
 
 @TF_ONLY
@@ -357,12 +398,12 @@ def test_tf_train_checkpoint_round_trips_slots_and_iterations(tmp_path):
         opt.apply_gradients(zip(tape.gradient(loss, net.trainable_variables), net.trainable_variables))
 
     x = np.random.default_rng(0).normal(size=(2, 3)).astype("float32")
-    net, opt = model(0), optim.create_optimizer(1e-2, 10, 2)
+    net, opt = model(0), optimizers.create_optimizer(1e-2, 10, 2)
     for _ in range(3):
         step(net, opt, x)
     path = tf.train.Checkpoint(model=net, optimizer=opt).save(str(tmp_path / "ckpt"))
 
-    net2, opt2 = model(1), optim.create_optimizer(1e-2, 10, 2)
+    net2, opt2 = model(1), optimizers.create_optimizer(1e-2, 10, 2)
     opt2.build(net2.trainable_variables)
     tf.train.Checkpoint(model=net2, optimizer=opt2).restore(path).assert_consumed()
     assert int(opt2.iterations) == 3
@@ -390,7 +431,7 @@ def run_script(script, backend):
 JAX_SCRIPT = """
 import json, contextlib
 import numpy as np, jax, keras
-from model import optimization as optim
+from model import optimizers
 assert keras.backend.backend() == "jax"
 
 rng = np.random.default_rng(0)
@@ -405,12 +446,12 @@ def variables():
     return out
 
 eager_vars = variables()
-eager = optim.AdamWeightDecay(learning_rate=0.01, weight_decay_rate=0.1, global_clipnorm=1.0)
+eager = optimizers.AdamWeightDecay(learning_rate=0.01, weight_decay_rate=0.1, global_clipnorm=1.0)
 for g in grads:
     eager.apply(g, eager_vars)
 
 jit_vars = variables()
-jitted = optim.AdamWeightDecay(learning_rate=0.01, weight_decay_rate=0.1, global_clipnorm=1.0)
+jitted = optimizers.AdamWeightDecay(learning_rate=0.01, weight_decay_rate=0.1, global_clipnorm=1.0)
 jitted.build(jit_vars)
 apply = jax.jit(jitted.stateless_apply)
 tv, ov = [v.value for v in jit_vars], [v.value for v in jitted.variables]
@@ -421,7 +462,7 @@ keras.utils.set_random_seed(0)
 net = keras.Sequential([keras.Input((3,)), keras.layers.Dense(4, name="dense"),
                         keras.layers.LayerNormalization(name="LayerNorm"), keras.layers.Dense(1, name="out")])
 before = [np.array(w) for w in net.get_weights()]
-net.compile(optimizer=optim.create_optimizer(1e-2, 10, 2, gradient_accumulation_steps=2), loss="mse")
+net.compile(optimizer=optimizers.create_optimizer(1e-2, 10, 2, gradient_accumulation_steps=2), loss="mse")
 x, y = rng.normal(size=(16, 3)).astype("float32"), rng.normal(size=(16, 1)).astype("float32")
 net.fit(x, y, batch_size=4, epochs=1, shuffle=False, verbose=0)
 after = net.get_weights()
@@ -435,7 +476,7 @@ def decayed_gamma(optimizer):
     return bool(not np.allclose(np.asarray(gamma.value), 2.0))
 stock = keras.optimizers.Lamb(learning_rate=0.1, weight_decay=0.5)
 stock.exclude_from_weight_decay(var_names=["LayerNorm"])
-ours = optim.create_optimizer(0.1, 10, 0, optimizer="lamb", weight_decay_rate=0.5, clip_norm=None)
+ours = optimizers.create_optimizer(0.1, 10, 0, optimizer="lamb", weight_decay_rate=0.5, clip_norm=None)
 print(json.dumps({
     "stock_decays_layernorm": decayed_gamma(stock),
     "ours_decays_layernorm": decayed_gamma(ours),
@@ -472,7 +513,7 @@ import numpy as np, tensorflow as tf
 tf.config.set_logical_device_configuration(
     tf.config.list_physical_devices("CPU")[0], [tf.config.LogicalDeviceConfiguration()] * 2)
 import keras
-from model import optimization as optim
+from model import optimizers
 
 rng = np.random.default_rng(0)
 x, y = rng.normal(size=(16, 3)).astype("float32"), rng.normal(size=(16, 1)).astype("float32")
@@ -491,7 +532,7 @@ mirrored = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
 single = tf.distribute.get_strategy()
 # epsilon = 1 keeps the step roughly linear in the gradient, so a wrong clip scale shows.
 makers = {
-    "ours": lambda: optim.AdamWeightDecay(learning_rate=1.0, epsilon=1.0, global_clipnorm=1e-2),
+    "ours": lambda: optimizers.AdamWeightDecay(learning_rate=1.0, epsilon=1.0, global_clipnorm=1e-2),
     "stock": lambda: keras.optimizers.AdamW(learning_rate=1.0, epsilon=1.0, global_clipnorm=1e-2),
 }
 out = {}
@@ -515,12 +556,17 @@ def test_mirrored_two_replicas_clip_like_one_replica_with_the_global_batch():
     assert out["stock"]["diff"] > 0.01 * out["stock"]["moved"]
 
 
+OPTIMIZATION_MODULES = ("lr_schedules", "layerwise_decay", "optimizer_rules", "optimizers")
+
+
 def test_module_imports_only_keras_numpy_and_stdlib():
-    tree = ast.parse((REPO_ROOT / "model" / "optimization.py").read_text())
     imported = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            imported.update(alias.name.split(".")[0] for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            imported.add((node.module or "").split(".")[0])
+    for module in OPTIMIZATION_MODULES:
+        tree = ast.parse((REPO_ROOT / "model" / f"{module}.py").read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                imported.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                imported.add(node.module or "")
+    imported = {name.split(".")[0] for name in imported - {f"model.{m}" for m in OPTIMIZATION_MODULES}}
     assert imported <= {"keras", "numpy", "re", "typing", "__future__"}, imported

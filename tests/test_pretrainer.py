@@ -75,7 +75,7 @@ def test_loss_equals_a_hand_computation(model, batch):
     hidden = np_gelu(gathered @ np.asarray(head.dense.kernel) + np.asarray(head.dense.bias))
     hidden = np_layer_norm(hidden, np.asarray(head.layer_norm.gamma), np.asarray(head.layer_norm.beta))
     logits = hidden @ np.asarray(model.generator.embedding_table).T + np.asarray(head.output_bias)
-    np.testing.assert_allclose(np.asarray(out["mlm_logits"]), logits, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(np.asarray(out.mlm.logits), logits, rtol=1e-4, atol=1e-4)
 
     weights = masked["masked_lm_weights"]
     nll = -np.take_along_axis(np_log_softmax(logits), masked["masked_lm_ids"][:, :, None], -1)[..., 0]
@@ -85,28 +85,28 @@ def test_loss_equals_a_hand_computation(model, batch):
     fake[0, 3], fake[0, 5], fake[1, 2] = ids[0, 3], 7, 9
     fake[2, 1], fake[2, 4], fake[3, 2] = ids[2, 1], ids[2, 4], (10 + 21) // 2
     labels = (fake != ids).astype("float32")
-    np.testing.assert_array_equal(np.asarray(out["fake_input_ids"]), fake)
-    np.testing.assert_array_equal(np.asarray(out["disc_labels"]), labels)
+    np.testing.assert_array_equal(np.asarray(out.fake.input_ids), fake)
+    np.testing.assert_array_equal(np.asarray(out.fake.is_fake_tokens), labels)
     assert labels.sum() == int(7 != ids[0, 5]) + int(9 != ids[1, 2]) + int(15 != ids[3, 2])
 
-    disc_logits = np.asarray(out["disc_logits"])
+    disc_logits = np.asarray(out.disc.logits)
     mask = batch["input_mask"].astype("float32")
     bce = np.maximum(disc_logits, 0) - disc_logits * labels + np.log1p(np.exp(-np.abs(disc_logits)))
     rtd = (bce * mask).sum() / (mask.sum() + 1e-6)
 
-    assert float(out["mlm_loss"]) == pytest.approx(mlm, rel=1e-5)
-    assert float(out["disc_loss"]) == pytest.approx(rtd, rel=1e-5)
-    assert float(out["total_loss"]) == pytest.approx(1.0 * mlm + 50.0 * rtd, rel=1e-5)
-    assert float(out["mlm_denominator"]) == weights.sum() and float(out["disc_denominator"]) == mask.sum()
+    assert float(out.mlm.loss) == pytest.approx(mlm, rel=1e-5)
+    assert float(out.disc.loss) == pytest.approx(rtd, rel=1e-5)
+    assert float(out.total_loss) == pytest.approx(1.0 * mlm + 50.0 * rtd, rel=1e-5)
+    assert float(out.mlm.terms.denominator) == weights.sum() and float(out.disc.terms.denominator) == mask.sum()
 
 
 def test_discriminator_input_is_the_samples_everywhere_chosen(model, batch):
     out = model.compute_losses(batch, training=True)
-    positions = np.asarray(out["masked_inputs"]["masked_lm_positions"])
-    weights = np.asarray(out["masked_inputs"]["masked_lm_weights"])
-    sampled = np.asarray(out["sampled_ids"])
-    fake = np.asarray(out["fake_input_ids"])
-    labels = np.asarray(out["disc_labels"])
+    positions = np.asarray(out.masked_inputs["masked_lm_positions"])
+    weights = np.asarray(out.masked_inputs["masked_lm_weights"])
+    sampled = np.asarray(out.fake.sampled_tokens)
+    fake = np.asarray(out.fake.input_ids)
+    labels = np.asarray(out.fake.is_fake_tokens)
     for row in range(len(positions)):
         chosen = positions[row][weights[row] > 0]
         changed = np.nonzero(fake[row] != batch["input_ids"][row])[0]
@@ -122,8 +122,8 @@ def test_discriminator_input_is_the_samples_everywhere_chosen(model, batch):
 def test_loss_denominators_are_known_before_the_step(model, batch):
     out = model.compute_losses(batch, training=True)
     denominators = model.loss_denominators(batch)
-    assert float(denominators["mlm"]) == float(out["mlm_denominator"])
-    assert float(denominators["rtd"]) == float(out["disc_denominator"]) == batch["input_mask"].sum()
+    assert float(denominators["mlm"]) == float(out.mlm.terms.denominator)
+    assert float(denominators["rtd"]) == float(out.disc.terms.denominator) == batch["input_mask"].sum()
 
 
 def test_two_replicas_with_global_denominators_equal_one_replica(model):
@@ -138,7 +138,7 @@ def test_two_replicas_with_global_denominators_equal_one_replica(model):
     def loss_and_grads(inputs, masked_inputs, samples, denominators=None):
         with tf.GradientTape() as tape:
             loss = model.compute_losses(inputs, training=False, masked_inputs=masked_inputs,
-                                        sampled_ids=samples, denominators=denominators)["total_loss"]
+                                        sampled_ids=samples, denominators=denominators).total_loss
         return float(loss), tape.gradient(loss, model.trainable_variables)
 
     full_loss, full_grads = loss_and_grads(batch, masked, sampled)
@@ -157,11 +157,11 @@ def test_no_gradient_flows_from_discriminator_into_generator(model, batch):
                       if v.path.startswith("generator") and "predictions" not in v.path]
     with tf.GradientTape() as tape:
         out = model.compute_losses(batch, training=True)
-        disc_loss = out["disc_loss"]
+        disc_loss = out.disc.loss
     grads = tape.gradient(disc_loss, generator_only)
     assert all(max_abs(g) == 0.0 for g in grads)
     with tf.GradientTape() as tape:
-        mlm_loss = model.compute_losses(batch, training=True)["mlm_loss"]
+        mlm_loss = model.compute_losses(batch, training=True).mlm.loss
     grads = tape.gradient(mlm_loss, generator_only)
     assert all(g is not None for g in grads)
 
@@ -174,11 +174,11 @@ def test_gdes_stops_discriminator_gradients_at_the_shared_table(batch):
     assert float(np.abs(np.asarray(delta)).max()) == 0.0  # zero-initialised residual
     with tf.GradientTape(persistent=True) as tape:
         out = model.compute_losses(batch, training=True)
-    assert max_abs(tape.gradient(out["disc_loss"], shared)) == 0.0
-    assert max_abs(tape.gradient(out["disc_loss"], delta)) > 0.0
-    assert max_abs(tape.gradient(out["mlm_loss"], shared)) > 0.0
+    assert max_abs(tape.gradient(out.disc.loss, shared)) == 0.0
+    assert max_abs(tape.gradient(out.disc.loss, delta)) > 0.0
+    assert max_abs(tape.gradient(out.mlm.loss, shared)) > 0.0
     # the other shared embeddings (positions, types, LayerNorm) still train from both losses
-    assert max_abs(tape.gradient(out["disc_loss"], model.discriminator.embeddings.position_embeddings)) > 0
+    assert max_abs(tape.gradient(out.disc.loss, model.discriminator.embeddings.position_embeddings)) > 0
     delta.assign(np.full(delta.shape, 0.5, "float32"))
     np.testing.assert_allclose(np.asarray(model.merged_discriminator_embeddings()),
                                np.asarray(shared) + 0.5, rtol=1e-6)
@@ -186,7 +186,7 @@ def test_gdes_stops_discriminator_gradients_at_the_shared_table(batch):
 
 def test_without_gdes_the_discriminator_trains_the_shared_table(model, batch):
     with tf.GradientTape() as tape:
-        disc_loss = model.compute_losses(batch, training=True)["disc_loss"]
+        disc_loss = model.compute_losses(batch, training=True).disc.loss
     assert max_abs(tape.gradient(disc_loss, model.discriminator.embeddings.word_embeddings)) > 0.0
     assert model.generator.embeddings is model.discriminator.embeddings  # LayerNorm included
 
@@ -196,14 +196,14 @@ def test_untied_generator_embeddings(batch):
     assert model.generator.embeddings is not model.discriminator.embeddings
     assert model.generator.embedding_size == model.generator.hidden_size == 16
     assert model.generator.embeddings_project is None
-    assert np.isfinite(float(model.compute_losses(batch)["total_loss"]))
+    assert np.isfinite(float(model.compute_losses(batch).total_loss))
 
 
 def test_tied_generator_is_the_discriminator(batch):
     model = tiny_pretrainer(untied_generator=False)
     assert model.generator is model.discriminator
     assert model.generator_head.embedding_size == 16
-    assert np.isfinite(float(model.compute_losses(batch)["total_loss"]))
+    assert np.isfinite(float(model.compute_losses(batch).total_loss))
 
 
 def test_mlm_only_objective(batch):
@@ -211,8 +211,8 @@ def test_mlm_only_objective(batch):
     assert model.discriminator is None and model.discriminator_head is None
     assert model.generator.name == "electra" and model.generator.hidden_size == 32
     out = model.compute_losses(batch, training=False)
-    assert float(out["total_loss"]) == pytest.approx(float(out["mlm_loss"]), rel=1e-6)
-    assert "disc_loss" not in out and set(model.finalize_metrics(out["stats"])) == {
+    assert float(out.total_loss) == pytest.approx(float(out.mlm.loss), rel=1e-6)
+    assert out.disc is None and out.fake is None and set(model.finalize_metrics(out.stats)) == {
         "masked_lm_accuracy", "masked_lm_loss", "total_loss"}
 
 
@@ -220,7 +220,7 @@ def test_uniform_generator_has_no_generator_and_log_v_loss(batch):
     model = tiny_pretrainer(uniform_generator=True)
     assert model.generator is None and model.generator_head is None
     out = model.compute_losses(batch)
-    assert float(out["mlm_loss"]) == pytest.approx(math.log(VOCAB_SIZE), rel=1e-5)
+    assert float(out.mlm.loss) == pytest.approx(math.log(VOCAB_SIZE), rel=1e-5)
 
 
 def test_gumbel_sampling_follows_the_softmax_and_temperature():
@@ -241,27 +241,27 @@ def test_gumbel_sampling_follows_the_softmax_and_temperature():
 def test_disallow_correct_makes_every_chosen_token_fake(batch):
     model = tiny_pretrainer(disallow_correct=True)
     out = model.compute_losses(batch, training=True)
-    sampled = np.asarray(out["sampled_ids"])
-    targets = np.asarray(out["masked_inputs"]["masked_lm_ids"])
-    weights = np.asarray(out["masked_inputs"]["masked_lm_weights"])
+    sampled = np.asarray(out.fake.sampled_tokens)
+    targets = np.asarray(out.masked_inputs["masked_lm_ids"])
+    weights = np.asarray(out.masked_inputs["masked_lm_weights"])
     assert not ((sampled == targets) & (weights > 0)).any()
 
 
 def test_metric_stats_add_up_and_match_direct_computations(model):
     batch = tiny_batch(batch_size=8, seed=4)
     out = model.compute_losses(batch, training=False)
-    stats = {key: np.asarray(value) for key, value in out["stats"].items()}
+    stats = {key: np.asarray(value) for key, value in out.stats.items()}
     result = model.finalize_metrics(stats)
     mask = batch["input_mask"] > 0
-    labels = np.asarray(out["disc_labels"])[mask]
-    logits = np.asarray(out["disc_logits"])[mask]
+    labels = np.asarray(out.fake.is_fake_tokens)[mask]
+    logits = np.asarray(out.disc.logits)[mask]
     predictions = logits > 0
     assert result["disc_accuracy"] == pytest.approx((predictions == labels).mean(), rel=1e-6)
     if labels.sum():
         assert result["disc_recall"] == pytest.approx((predictions & (labels > 0)).sum() / labels.sum())
-    assert result["disc_loss"] == pytest.approx(float(out["disc_loss"]), rel=1e-5)
-    assert result["masked_lm_loss"] == pytest.approx(float(out["mlm_loss"]), rel=1e-5)
-    assert result["total_loss"] == pytest.approx(float(out["total_loss"]), rel=1e-5)
+    assert result["disc_loss"] == pytest.approx(float(out.disc.loss), rel=1e-5)
+    assert result["masked_lm_loss"] == pytest.approx(float(out.mlm.loss), rel=1e-5)
+    assert result["total_loss"] == pytest.approx(float(out.total_loss), rel=1e-5)
     assert set(result) == {"masked_lm_accuracy", "masked_lm_loss", "sampled_masked_lm_accuracy", "disc_loss",
                            "disc_auc", "disc_accuracy", "disc_precision", "disc_recall", "total_loss"}
     summed = metrics_lib.add_stats(stats, stats)
@@ -292,8 +292,8 @@ def test_steps_are_deterministic_given_the_seed(batch):
     a = tiny_pretrainer().compute_losses(batch, training=True)
     keras.utils.set_random_seed(11)
     b = tiny_pretrainer().compute_losses(batch, training=True)
-    assert float(a["total_loss"]) == float(b["total_loss"])
-    np.testing.assert_array_equal(np.asarray(a["fake_input_ids"]), np.asarray(b["fake_input_ids"]))
+    assert float(a.total_loss) == float(b.total_loss)
+    np.testing.assert_array_equal(np.asarray(a.fake.input_ids), np.asarray(b.fake.input_ids))
 
 
 def test_a_separate_seed_generator_draws_other_masks(model):
@@ -301,7 +301,7 @@ def test_a_separate_seed_generator_draws_other_masks(model):
     first = model.compute_losses(batch, seed_generator=keras.random.SeedGenerator(1))
     same = model.compute_losses(batch, seed_generator=keras.random.SeedGenerator(1))
     other = model.compute_losses(batch, seed_generator=keras.random.SeedGenerator(2))
-    positions = [np.asarray(o["masked_inputs"]["masked_lm_positions"]) for o in (first, same, other)]
+    positions = [np.asarray(o.masked_inputs["masked_lm_positions"]) for o in (first, same, other)]
     np.testing.assert_array_equal(positions[0], positions[1])
     assert (positions[0] != positions[2]).any()
 
@@ -323,11 +323,15 @@ def test_mixed_bfloat16_losses_are_finite_and_close_to_float32(batch):
         got_training = mixed.compute_losses(batch, training=True)
     finally:
         keras.config.set_dtype_policy(previous)
-    for key in ("mlm_loss", "disc_loss", "total_loss"):
-        assert got[key].dtype == "float32"
-        assert np.isfinite(float(got[key])) and np.isfinite(float(got_training[key]))
-        assert float(got[key]) == pytest.approx(float(expected[key]), rel=0.03)
-    assert np.asarray(got["mlm_logits"]).dtype == np.float32
+    def named_losses(out):
+        return {"mlm": out.mlm.loss, "disc": out.disc.loss, "total": out.total_loss}
+
+    for key in ("mlm", "disc", "total"):
+        value = named_losses(got)[key]
+        assert value.dtype == "float32"
+        assert np.isfinite(float(value)) and np.isfinite(float(named_losses(got_training)[key]))
+        assert float(value) == pytest.approx(float(named_losses(expected)[key]), rel=0.03)
+    assert np.asarray(got.mlm.logits).dtype == np.float32
 
 
 def test_keras_fit_trains_and_reports_the_metrics():
@@ -356,9 +360,9 @@ def test_a_tiny_model_lowers_its_mlm_loss_on_a_repeated_batch(electra_objective)
                                       model.trainable_variables))
         return loss
 
-    before = float(model.compute_losses(batch, masked_inputs=masked)["mlm_loss"])
+    before = float(model.compute_losses(batch, masked_inputs=masked).mlm.loss)
     for _ in range(200):
         train_step()
-    after = float(model.compute_losses(batch, masked_inputs=masked)["mlm_loss"])
+    after = float(model.compute_losses(batch, masked_inputs=masked).mlm.loss)
     # the ELECTRA generator is half as wide and shares its embeddings with a 50x-weighted discriminator
     assert after < (0.75 if electra_objective else 0.6) * before, (before, after)

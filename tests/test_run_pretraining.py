@@ -13,7 +13,7 @@ import pytest
 import tensorflow as tf
 
 import run_pretraining
-from checkpoints.model_folder import write_model_folder
+from training.model_folder import write_model_folder
 from configs.pretraining_config import PretrainingConfig
 from pretrain.builder import build_pretrainer
 from tests.conftest import REPO_ROOT

@@ -18,9 +18,8 @@ import shutil
 import tensorflow as tf
 
 from common.errors import InputError, short_reason
+from training.model_folder import CHECKPOINT_NAME, STATE_FILE, checkpoint_step
 
-CHECKPOINT_NAME = "ckpt"
-STATE_FILE = "checkpoint"  # tf.train.CheckpointManager's list of checkpoints, newest named first
 
 
 def model_trackable(pretrainer):
@@ -79,21 +78,6 @@ class Checkpoints:
             shutil.rmtree(self.scratch, ignore_errors=True)
 
 
-def resolve_init_checkpoint(path):
-    """A checkpoint prefix, or a model folder (its latest checkpoint); InputError when neither."""
-    candidate = pathlib.Path(path)
-    if candidate.is_dir():
-        latest = tf.train.latest_checkpoint(str(candidate))
-        if not latest:
-            raise InputError(f"--init-checkpoint {path}: the folder holds no checkpoint; pass a model folder "
-                             "or a checkpoint prefix (…/ckpt-1000)")
-        return latest
-    if not pathlib.Path(str(candidate) + ".index").is_file():
-        raise InputError(f"--init-checkpoint {path}: no such checkpoint (expected {path}.index); pass a model "
-                         "folder or a checkpoint prefix")
-    return str(candidate)
-
-
 def restore_weights(model, path, label="--init-checkpoint", fix="use the same model size and vocabulary"):
     """Model weights only (a fresh optimizer): the checkpoint's model must match this one's variables.
 
@@ -142,7 +126,7 @@ def damaged_state_error(model_dir):
     """Says which checkpoint on disk to name in a rewritten state file (the newest that reads back whole)."""
     state_file = pathlib.Path(model_dir) / STATE_FILE
     indexes = pathlib.Path(model_dir).glob(f"{CHECKPOINT_NAME}-*.index")
-    on_disk = sorted((str(index.with_suffix("")) for index in indexes), key=_checkpoint_step, reverse=True)
+    on_disk = sorted((str(index.with_suffix("")) for index in indexes), key=checkpoint_step, reverse=True)
     complete = next((prefix for prefix in on_disk if checkpoint_problem(prefix) is None), None)
     if complete is None:
         way_on = f"no complete checkpoint is in the folder: delete {state_file} to start over from step 0"
@@ -152,11 +136,6 @@ def damaged_state_error(model_dir):
                   f"{state_file} (and nothing else) and run the same command again to resume from it")
     return InputError(f"{state_file}: damaged (not a checkpoint state), so the latest checkpoint is unknown; "
                       f"{way_on}")
-
-
-def _checkpoint_step(prefix):
-    number = prefix.rsplit("-", 1)[-1]
-    return int(number) if number.isdigit() else -1
 
 
 def listed_checkpoints(model_dir):

@@ -48,7 +48,7 @@ class Inspector:
     """A model folder's pretrainer, tokenizer and config, and the two things it shows."""
 
     def __init__(self, folder):
-        from checkpoints.model_folder import load_model_folder
+        from training.model_folder import load_model_folder
         from data.tokenization import load_tokenizer
 
         self.folder = load_model_folder(folder)
@@ -88,14 +88,14 @@ class Inspector:
         out = self.pretrainer.compute_losses(batch, training=False, seed_generator=seed_generator)
         length = len(ids) + 2
         original = batch["input_ids"][0, :length]
-        masked = np.asarray(out["masked_inputs"]["input_ids"])[0, :length]
-        fake = np.asarray(out["fake_input_ids"])[0, :length]
-        labels = np.asarray(out["disc_labels"])[0, :length]
-        p_replaced = 1.0 / (1.0 + np.exp(-np.asarray(out["disc_logits"], np.float64)[0, :length]))
-        weights = np.asarray(out["masked_inputs"]["masked_lm_weights"])[0]
-        positions = np.asarray(out["masked_inputs"]["masked_lm_positions"])[0]
-        sampled = np.asarray(out["sampled_ids"])[0]
-        generator_p = softmax(np.asarray(out["mlm_logits"], np.float64)[0] / self.config.temperature)
+        masked = np.asarray(out.masked_inputs["input_ids"])[0, :length]
+        fake = np.asarray(out.fake.input_ids)[0, :length]
+        labels = np.asarray(out.fake.is_fake_tokens)[0, :length]
+        p_replaced = 1.0 / (1.0 + np.exp(-np.asarray(out.disc.logits, np.float64)[0, :length]))
+        weights = np.asarray(out.masked_inputs["masked_lm_weights"])[0]
+        positions = np.asarray(out.masked_inputs["masked_lm_positions"])[0]
+        sampled = np.asarray(out.fake.sampled_tokens)[0]
+        generator_p = softmax(np.asarray(out.mlm.logits, np.float64)[0] / self.config.temperature)
 
         slots = {}  # position → the slot whose sample is in the discriminator's input (draws repeat)
         for slot in np.flatnonzero(weights):
@@ -151,19 +151,17 @@ def softmax(logits):
 
 def model_folder(data_dir, name):
     """<data-dir>/models/<name>, checked: one line naming what is missing when it is not a model folder."""
-    import tensorflow as tf
-
-    from training.run_config import CONFIG_FILE
+    from training.model_folder import CONFIG_FILE, has_config, latest_checkpoint
 
     models = paths.models_dir(data_dir)
     folder = models / name
-    if not (folder / CONFIG_FILE).is_file():
-        trained = sorted(p.name for p in models.glob("*") if (p / CONFIG_FILE).is_file())
+    if not has_config(folder):
+        trained = sorted(p.name for p in models.glob("*") if has_config(p))
         where = (f"models there: {', '.join(trained)}" if trained else
                  f"train one with run_pretraining.py --model-name {name}")
         raise InputError(f"--model-name {name}: no model folder {folder} (no {CONFIG_FILE}); {where}, or pass the "
                          "--data-dir it was trained in")
-    if tf.train.latest_checkpoint(str(folder)) is None:
+    if latest_checkpoint(folder) is None:
         raise InputError(f"--model-name {name}: {folder} holds no checkpoint yet; let run_pretraining.py save "
                          "one (every save_checkpoints_steps) and run this again")
     return folder

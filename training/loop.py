@@ -6,11 +6,10 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from common import atomic
 from data import tfrecords
 from pretrain.builder import build_for_training
 from pretrain.metrics import add_stats
-from training import checkpointing, curves, reporting, run_config, strategy as strategy_lib
+from training import checkpointing, curves, model_folder, reporting, run_config, strategy as strategy_lib
 from training.collapse import CollapseDetector
 from training.step import EXAMPLES, SKIPPED, TOKENS, PretrainingSteps
 
@@ -72,11 +71,9 @@ class Run:
     def write_model_folder(self):
         if not self.chief:
             return
-        self.model_dir.mkdir(parents=True, exist_ok=True)
-        self.config.save(self.model_dir / run_config.CONFIG_FILE)
-        target = self.model_dir / ("vocab.txt" if self.vocab_file.suffix != ".model" else self.vocab_file.name)
-        if not target.exists():  # a resumed run's copy was checked against the dataset's vocabulary
-            atomic.copy_file(self.vocab_file, target)
+        model_folder.write_config(self.model_dir, self.config)
+        if not (self.model_dir / model_folder.vocab_copy_name(self.vocab_file)).exists():
+            model_folder.copy_vocab(self.model_dir, self.vocab_file)  # a resumed run's copy was checked already
 
     def run(self):
         config, strategy, say = self.config, self.strategy, self.reporter.print

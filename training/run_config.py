@@ -11,8 +11,8 @@ from configs.model_config import available_model_sizes
 from configs.pretraining_config import PretrainingConfig
 from data import paths, tfrecords
 from common.errors import InputError
+from training import model_folder
 
-CONFIG_FILE = "config.json"
 # What must agree between a saved run and the resumed one (the variables' shapes and meaning).
 SHAPE_FIELDS = ("electra_objective", "uniform_generator", "untied_generator", "untied_generator_embeddings",
                 "gdes_embeddings", "vocab_size", "max_seq_length")
@@ -36,6 +36,14 @@ def resolve_config(model_name, hparams, data_dir):
         raise InputError(f"--model-name {model_name!r}: use a plain folder name such as electra_small")
     overrides.update(model_name=model_name, data_dir=str(data_dir))
     return PretrainingConfig.create(overrides), overrides
+
+
+def resolve_with_dataset(model_name, hparams, data_dir):
+    """(config, dataset_dir, metadata): the run's config resolved against its dataset, the one way every
+    entry point (run_pretraining.py, the studies) builds a pretraining config."""
+    config, overrides = resolve_config(model_name, hparams, data_dir)
+    dataset_dir, metadata = load_dataset(config)
+    return apply_dataset(config, overrides, metadata, dataset_dir), dataset_dir, metadata
 
 
 def apply_dataset(config, overrides, metadata, dataset_dir):
@@ -111,12 +119,13 @@ def shape_signature(config):
 
 def check_resume(config, model_dir, has_checkpoint):
     """Refuses to resume a folder whose saved config builds other variables than this one."""
-    saved_path = pathlib.Path(model_dir) / CONFIG_FILE
+    saved_path = pathlib.Path(model_dir) / model_folder.CONFIG_FILE
     if not has_checkpoint:
         return None
     if not saved_path.is_file():
-        raise InputError(f"{model_dir}: holds checkpoints but no {CONFIG_FILE}; choose another --model-name")
-    saved = PretrainingConfig.load(saved_path)
+        raise InputError(f"{model_dir}: holds checkpoints but no {model_folder.CONFIG_FILE}; choose another "
+                         "--model-name")
+    saved = model_folder.read_config(model_dir)
     old, new = shape_signature(saved), shape_signature(config)
     if old != new:
         diffs = [k for k in old if old[k] != new[k]]
@@ -135,8 +144,7 @@ def check_resume_vocabulary(model_dir, metadata, dataset_dir):
     """A resumed model must keep its vocabulary: the dataset must be built with the copy in its folder."""
     from data.tokenization import file_sha256
 
-    model_dir = pathlib.Path(model_dir)
-    for copy in [p for p in [model_dir / "vocab.txt", *model_dir.glob("*.model")] if p.is_file()]:
+    for copy in model_folder.vocab_copies(model_dir):
         tfrecords.check_dataset_matches(metadata, dataset_dir, vocab_sha256=file_sha256(copy))
 
 

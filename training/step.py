@@ -145,7 +145,7 @@ class PretrainingSteps:
         base = step_base_seed(self.seed + EVAL_STREAM_OFFSET, context.replica_id_in_sync_group, index)
         outputs = self.pretrainer.compute_losses(batch, training=False,
                                                  seed_generator=StepSeedGenerator(base))
-        stats = dict(outputs["stats"])
+        stats = dict(outputs.stats)
         stats[TOKENS] = tf.reduce_sum(tf.cast(batch["input_mask"], tf.float32))
         stats[EXAMPLES] = tf.cast(tf.shape(batch["input_mask"])[0], tf.float32)
         return context.all_reduce(tf.distribute.ReduceOp.SUM, stats)
@@ -164,7 +164,7 @@ class PretrainingSteps:
         ids = tf.ones([1, max_seq_length], tf.int32) * 5
         dummy = {"input_ids": ids, "input_mask": tf.ones_like(ids), "segment_ids": tf.zeros_like(ids)}
         stats = dict(self.pretrainer.compute_losses(dummy, training=False,
-                                                    seed_generator=StepSeedGenerator([0, 0]))["stats"])
+                                                    seed_generator=StepSeedGenerator([0, 0])).stats)
         stats.update({TOKENS: 0.0, EXAMPLES: 0.0, SKIPPED: 0.0})
         return {k: tf.zeros_like(tf.cast(v, tf.float32)) for k, v in stats.items()}
 

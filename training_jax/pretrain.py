@@ -98,7 +98,7 @@ def make_functions(model, optimizer):
     def evaluate(trainable, non_trainable, batch):
         mapping = list(zip(trainable_vars, trainable)) + list(zip(non_trainable_vars, non_trainable))
         with keras.StatelessScope(state_mapping=mapping) as scope:
-            stats = model.compute_losses(batch, training=False)["stats"]
+            stats = model.compute_losses(batch, training=False).stats
         return stats, [scope.get_current_value(v) for v in non_trainable_vars]
 
     def zero_stats(state, examples, batch_size):

@@ -1,4 +1,4 @@
-"""SQuAD 2.0 (`squad`) and 1.1 (`squadv1`) as fine-tuning tasks.
+"""SQuAD 2.0 (`squad`) and 1.1 (`squadv1`) as fine-tuning tasks, on SpanTask (what the MRQA tasks share).
 
 Files: `<root>/<task>/{train,dev}.json` (the original's names), or SQuAD's own `train-v2.0.json`,
 `dev-v2.0.json` (`-v1.1` for squadv1) there, in `<root>/SQuAD/` or in `<root>` itself; gzipped files
@@ -19,12 +19,34 @@ from finetune.squad.reader import load_json, read_squad
 from finetune.tasks import SPAN, Task
 
 
+class SpanTask(Task):
+    """What SQuAD and the MRQA tasks share: windows with doc stride, the span head's training targets and
+    answer texts decoded from its beams; subclasses read their files and score."""
+    kind = SPAN
+
+    def featurize(self, read, tokenizer, config, training=False):
+        windows = featurize_examples(read["examples"], tokenizer, config.max_seq_length, config.doc_stride,
+                                     config.max_query_length, training)
+        scalars = {}
+        if training:
+            starts = np.array([w.start_position for w in windows], np.int32)
+            scalars = {"start_positions": starts, "end_positions": np.array([w.end_position for w in windows], np.int32),
+                       "is_impossible": (starts == 0).astype(np.int32)}
+        return {"sequences": {"input_ids": [w.input_ids for w in windows],
+                              "segment_ids": [w.segment_ids for w in windows]},
+                "scalars": scalars, "windows": windows, "read": read, "count": len(windows),
+                "tokenizer": tokenizer, "config": config}
+
+    def predictions(self, features, outputs, config):
+        """({question id: answer text}, {question id: null odds})."""
+        return predict_answers(features["read"]["examples"], features["windows"], outputs, features["tokenizer"],
+                               config or features["config"], features["tokenizer"].lower_case)
+
+
 @dataclasses.dataclass(frozen=True)
-class SquadTask(Task):
+class SquadTask(SpanTask):
     name: str
     version: str  # "v2.0" | "v1.1"
-
-    kind = SPAN
 
     @property
     def primary_metric(self):
@@ -57,23 +79,6 @@ class SquadTask(Task):
         path = self.split_file(data_root, split)
         dataset = load_json(path)
         return {"path": path, "dataset": dataset, "examples": read_squad(path, dataset)}
-
-    def featurize(self, read, tokenizer, config, training=False):
-        windows = featurize_examples(read["examples"], tokenizer, config.max_seq_length, config.doc_stride,
-                                     config.max_query_length, training)
-        scalars = {}
-        if training:
-            starts = np.array([w.start_position for w in windows], np.int32)
-            scalars = {"start_positions": starts, "end_positions": np.array([w.end_position for w in windows], np.int32),
-                       "is_impossible": (starts == 0).astype(np.int32)}
-        return {"sequences": {"input_ids": [w.input_ids for w in windows],
-                              "segment_ids": [w.segment_ids for w in windows]},
-                "scalars": scalars, "windows": windows, "read": read, "count": len(windows),
-                "tokenizer": tokenizer, "config": config}
-
-    def predictions(self, features, outputs, config):
-        return predict_answers(features["read"]["examples"], features["windows"], outputs, features["tokenizer"],
-                               config or features["config"], features["tokenizer"].lower_case)
 
     def evaluate(self, features, outputs, config, suffix=""):
         predictions, null_odds = self.predictions(features, outputs, config)

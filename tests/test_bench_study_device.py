@@ -1,11 +1,12 @@
-"""bench/rtd_vs_mlm_device.py: the study's work moved to an accelerator without TensorFlow and back."""
+"""bench/study/device.py: the study's work moved to an accelerator without TensorFlow and back."""
 import json
 import textwrap
 
 import pytest
 
 from bench import rtd_vs_mlm
-from bench import rtd_vs_mlm_device as device
+from bench.study import plan as study_plan, report, stages
+from bench.study import device
 from tests.test_bench_rtd_vs_mlm import plan_in
 
 
@@ -56,7 +57,7 @@ def test_the_whole_device_sequence_dry_runs_on_the_cpu(tmp_path, capsys):
     holding exactly what came back, the results fill the study's table, the curves its figures."""
     import numpy as np
 
-    from checkpoints.model_folder import load_model_folder
+    from training.model_folder import load_model_folder
     from configs.pretraining_config import PretrainingConfig
     from finetune.pretrained import read_model_folder
     from tests.helpers import run_script_under_jax
@@ -67,13 +68,13 @@ def test_the_whole_device_sequence_dry_runs_on_the_cpu(tmp_path, capsys):
     assert [line.split(" --")[0].split()[-1] for line in commands.splitlines() if not line.startswith("#")][-2:] \
         == ["bench.rtd_vs_mlm", "bench.rtd_vs_mlm"]
     assert "--time-limit-minutes 8.5" in commands and "--device-size" in commands and "--device-finetune" in commands
-    for arm in rtd_vs_mlm.ARMS:
+    for arm in study_plan.ARMS:
         config = PretrainingConfig.load(export / f"config_{arm}.json")
         assert config.electra_objective == (arm == "electra") and config.num_train_steps == plan.steps(arm)
 
     out = tmp_path / "OUT"
     script = ON_THE_ACCELERATOR.replace("STUDY", repr(str(export))).replace("OUT", repr(str(out)))
-    results = run_script_under_jax(script, rtd_vs_mlm.REPO, timeout=600)
+    results = run_script_under_jax(script, stages.REPO, timeout=600)
     sized = results["plan"]["plan"]
     steps = sized["electra_steps"]
     assert steps != plan.electra_steps and steps % plan.budgets == 0  # sized from the (fixed) speed
@@ -87,7 +88,7 @@ def test_the_whole_device_sequence_dry_runs_on_the_cpu(tmp_path, capsys):
                      "--finetune-max-steps", "1", "--hparams", json.dumps(hparams), "--device-results", str(out)])
     assert "no weights came back and no results" in capsys.readouterr().out  # the first budget: not brought back
     summary = json.loads((plan.work_dir / "summary.json").read_text())
-    last = {arm: summary["arms"][arm][-1] for arm in rtd_vs_mlm.ARMS}
+    last = {arm: summary["arms"][arm][-1] for arm in study_plan.ARMS}
     for row in (*last.values(), summary["control"]):
         assert 0 <= row["scores"]["rte"] <= 100 and "average" in row
     assert last["electra"]["step"] == steps
@@ -100,7 +101,7 @@ def test_the_whole_device_sequence_dry_runs_on_the_cpu(tmp_path, capsys):
     for variable in loaded.pretrainer.weights:
         np.testing.assert_array_equal(variable.numpy(), came_back[variable.path].astype(variable.dtype))
     splits, _ = pretrain.read_metrics(out / "electra")
-    curves = rtd_vs_mlm.training_curves(plan.data_dir / "models" / "electra")
+    curves = report.training_curves(plan.data_dir / "models" / "electra")
     assert [s for s, _ in curves["masked_lm_loss"]] == [r["step"] for r in splits["train"]]
     assert (plan.work_dir / "dev_score_vs_flops.png").is_file()
 

@@ -26,8 +26,10 @@ import sys
 import time
 
 from common import atomic
-from bench.rtd_vs_mlm import ARMS, CONTROL, REPO, Plan, add_timing, log, pretraining_hparams
+from bench.study.plan import ARMS, CONTROL, Plan, pretraining_hparams
+from bench.study.stages import REPO, add_timing, log
 from common.errors import InputError
+from training import model_folder
 
 EVALS_PER_RUN = 30  # held-out evaluations along each device run (the curves' resolution)
 DEVICE_LOG_EVERY = 100
@@ -44,10 +46,7 @@ def resolved_config(plan, arm):
     """The arm's config exactly as run_pretraining.py resolves it (size, --hparams, the dataset)."""
     from training import run_config
 
-    config, overrides = run_config.resolve_config(arm, json.dumps(pretraining_hparams(plan, arm)), plan.data_dir)
-    dataset_dir, metadata = run_config.load_dataset(config)
-    config = run_config.apply_dataset(config, overrides, metadata, dataset_dir)
-    return config, dataset_dir, metadata
+    return run_config.resolve_with_dataset(arm, json.dumps(pretraining_hparams(plan, arm)), plan.data_dir)
 
 
 def read_examples(dataset_dir, metadata, files, limit=None):
@@ -421,7 +420,7 @@ def import_device_run(plan, arm, results_dir):
     vocab_file = plan.shared_data / "vocab" / "bert-base-uncased-vocab.txt"
     for step in plan.checkpoint_steps(arm):
         folder = plan.data_dir / "models" / f"{arm}_step{step}"
-        if (folder / "checkpoint").is_file():
+        if model_folder.is_complete(folder):
             continue
         weights = read_weights(source, pretrain_jax.weights_file(step))
         if weights is None:
@@ -452,11 +451,10 @@ def import_device_finetuning(plan, results_dir):
 def pretrainer_with_weights(config, weights, path):
     """The config's pretrainer (TensorFlow backend) holding the weights saved by training_jax.pretrain.
 
-    Built under the process's dtype policy, not the config's: variables are float32 either way, and
-    setting the global policy here would leak into whatever runs next in this process."""
+    Built in float32, not the config's precision: it only holds weights, which are float32 either way."""
     from pretrain.builder import build_pretrainer
 
-    pretrainer = build_pretrainer(config)
+    pretrainer = build_pretrainer(config, dtype="float32")
     variables = {variable.path: variable for variable in pretrainer.weights}
     if set(variables) != set(weights):
         missing, extra = sorted(set(variables) - set(weights)), sorted(set(weights) - set(variables))
@@ -472,10 +470,8 @@ def pretrainer_with_weights(config, weights, path):
 
 
 def write_model_folder_for(folder, config, pretrainer, vocab_file, step):
-    from checkpoints.model_folder import write_model_folder
-
     config = dataclasses.replace(config, model_name=folder.name)
-    write_model_folder(folder, config, pretrainer, vocab_file, step=step, overwrite=True)
+    model_folder.write_model_folder(folder, config, pretrainer, vocab_file, step=step, overwrite=True)
 
 
 def write_curves(metrics_file, logs_dir):
