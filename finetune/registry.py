@@ -1,13 +1,16 @@
-"""The one place that lists the task modules: each exposes TASKS, a list of Task instances; the loop,
-the trials and the command line find tasks here by name."""
+"""The one place that lists the task modules: each exposes TASKS, a list of Task instances, and may expose
+TASK_FAMILIES, {prefix: a function giving the Task named `prefix:<argument>` from its argument} (MRQA's
+mrqa:<name>); the loop, the trials and the command line find tasks here by name."""
 from typing import Dict, List
 
 from common.errors import InputError
 from finetune import glue
+from finetune.mrqa import task as mrqa
 from finetune.squad import task as squad
+from finetune.tagging import task as tagging
 from finetune.tasks import Task
 
-TASK_MODULES = (glue, squad)
+TASK_MODULES = (glue, squad, mrqa, tagging)
 
 
 def _registry() -> Dict[str, Task]:
@@ -21,6 +24,7 @@ def _registry() -> Dict[str, Task]:
 
 
 REGISTRY = _registry()
+FAMILIES = {prefix: make for module in TASK_MODULES for prefix, make in getattr(module, "TASK_FAMILIES", {}).items()}
 
 
 def task_names() -> List[str]:
@@ -29,8 +33,12 @@ def task_names() -> List[str]:
 
 def get_task(name: str) -> Task:
     key = name.strip().lower()
+    prefix, colon, argument = key.partition(":")
+    if colon and prefix in FAMILIES:
+        return FAMILIES[prefix](argument)
     if key not in REGISTRY:
-        raise InputError(f"--task {name!r}: unknown task; choose from {', '.join(REGISTRY)} "
+        families = "".join(f", {prefix}:<name>" for prefix in FAMILIES)
+        raise InputError(f"--task {name!r}: unknown task; choose from {', '.join(REGISTRY)}{families} "
                          "(several separated by commas)")
     return REGISTRY[key]
 

@@ -1,0 +1,111 @@
+"""MRQA shared-task files (JSON lines, plain or gzipped: a header line, then one context per line with its
+questions) → SquadExample objects, so SQuAD 1.1's featurisation and decoding apply unchanged.
+
+A question's training target is its first detected answer's first char span (the end inclusive) and the
+answer text is the context's characters there. The detected `text` is the answer as annotated and may
+differ from them ("The Broncos" found as "Broncos"; the shared SQuAD, NewsQA and DROP dev sets: 576 of
+41,858 spans, see docs/finetuning_tasks.md); the original took len(text) characters from the span's
+start, overshooting such spans, and skipped them in training when the overshoot no longer matched.
+Scoring uses every question's `answers`, as the official evaluation does.
+
+Unlike the original, which read whatever parsed, a malformed line, a missing header or a span outside
+its context stops the run with the file and line.
+"""
+import gzip
+import json
+import pathlib
+from typing import List, Optional
+
+from common.errors import InputError, short_reason
+from finetune.squad.reader import Paragraph, SquadExample, split_words
+
+FORMAT_HINT = "pass a file in the MRQA shared task's format"
+
+
+def _lines(path):
+    """(line number, text) for each line; InputError where the file cannot be decompressed or decoded."""
+    opener = gzip.open if path.suffix == ".gz" else open
+    number = 0
+    try:
+        with opener(path, "rt", encoding="utf-8") as f:
+            for number, line in enumerate(f, 1):
+                yield number, line
+    except (OSError, EOFError, UnicodeDecodeError) as error:
+        raise InputError(f"{path}: line {number + 1}: unreadable ({short_reason(error)[:80]}); re-download the "
+                         "file (a gzipped one must end in .gz)") from None
+
+
+def _parse(path, number, line):
+    try:
+        return json.loads(line)
+    except json.JSONDecodeError as error:
+        raise InputError(f"{path}: line {number}: malformed JSON ({error.msg}, column {error.colno}); repair the "
+                         "line or re-download the file") from None
+
+
+def _check_header(path, record, split):
+    if not isinstance(record, dict) or "header" not in record:
+        raise InputError(f"{path}: line 1: no MRQA header (expected {{\"header\": {{\"dataset\": ..., \"split\": "
+                         f"...}}}}); add the header line or {FORMAT_HINT}")
+    header = record["header"]
+    found = header.get("split") if isinstance(header, dict) else None
+    if split is not None and found not in (None, split):
+        raise InputError(f"{path}: line 1: the header says split {found!r}, but the file was found as the {split} "
+                         f"split; move it to a {found}/ folder or name it {found}.jsonl")
+
+
+def _examples(path, number, record, seen_ids):
+    """The context line's questions as SquadExample objects sharing one Paragraph."""
+    context = record["context"]
+    paragraph = Paragraph(context, *split_words(context))
+    examples = []
+    for qa in record["qas"]:
+        qid, question, answers = qa["qid"], qa["question"], [str(answer) for answer in qa["answers"]]
+        if qid in seen_ids:
+            raise InputError(f"{path}: line {number}: question id {qid} repeats an earlier one; give every "
+                             "question its own qid (predictions are keyed by it)")
+        seen_ids.add(qid)
+        if not answers:
+            raise InputError(f"{path}: line {number}: question {qid} has no answers to score against; add them "
+                             "or drop the question")
+        spans = [(int(start), int(end)) for detected in qa["detected_answers"] for start, end in detected["char_spans"]]
+        for start, end in spans:
+            if not 0 <= start <= end < len(context):
+                raise InputError(f"{path}: line {number}: question {qid}: char span [{start}, {end}] lies outside "
+                                 f"its context of {len(context)} characters; repair the span (its end is "
+                                 "inclusive) or drop the question")
+        text, start_word, end_word = "", -1, -1
+        if spans:
+            start, end = spans[0]
+            text = context[start:end + 1]
+            start_word, end_word = paragraph.char_to_word[start], paragraph.char_to_word[end]
+        found = bool(text.strip()) and " ".join(text.split()) in " ".join(paragraph.doc_tokens[start_word:end_word + 1])
+        examples.append(SquadExample(qid, question, paragraph, answers, text, start_word, end_word,
+                                     is_impossible=False, answer_found=found))
+    return examples
+
+
+def read_mrqa(path, split: Optional[str] = None) -> List[SquadExample]:
+    """Examples in file order. `split`: the header must not name another one (for a file found by its
+    official name, which train and dev share). InputError with the file and line for bad input."""
+    path = pathlib.Path(path)
+    if not path.is_file():
+        raise InputError(f"{path}: no such file; check --finetuning-data-dir")
+    examples, seen_ids, number = [], set(), 0
+    for number, line in _lines(path):
+        if number > 1 and not line.strip():
+            continue
+        record = _parse(path, number, line)
+        if number == 1:
+            _check_header(path, record, split)
+            continue
+        try:
+            examples += _examples(path, number, record, seen_ids)
+        except (KeyError, TypeError, ValueError, AttributeError) as error:
+            reason = f"missing {error}" if isinstance(error, KeyError) else short_reason(error)[:80]
+            raise InputError(f"{path}: line {number}: malformed MRQA context ({reason}); {FORMAT_HINT}") from None
+    if number == 0:
+        raise InputError(f"{path}: line 1: the file is empty; {FORMAT_HINT}")
+    if not examples:
+        raise InputError(f"{path}: line {number}: no question after the header; pass a complete MRQA file")
+    return examples
