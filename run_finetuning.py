@@ -30,7 +30,8 @@ def parse_args(argv=None):
     parser.add_argument("--task", required=True,
                         help="cola, sst, mrpc, sts, qqp, mnli, qnli, rte, wnli, squad (2.0), squadv1, newsqa, "
                              "naturalqs, triviaqa, searchqa, mrqa:<name> (any MRQA-format set), chunk "
-                             "(CoNLL-2000); several separated by commas share one encoder (a head each)")
+                             "(CoNLL-2000); several separated by commas share one encoder (a head each), their "
+                             "examples mixed in every batch as the original's (hparams multitask_batches)")
     parser.add_argument("--data-dir", type=pathlib.Path, default=None,
                         help=f"default ${paths.DATA_DIR_ENV} or ./{paths.DEFAULT_DATA_DIR}")
     parser.add_argument("--finetuning-data-dir", type=pathlib.Path, default=None,
@@ -40,6 +41,10 @@ def parse_args(argv=None):
     parser.add_argument("--num-trials", type=int, default=None, help="trials with seeds seed, seed+1, … "
                                                                       "(default 1; same as hparams num_trials)")
     parser.add_argument("--do-predict", action="store_true", help="also write test-set predictions")
+    parser.add_argument("--skip-bad-rows", action="store_true",
+                        help="skip rows that cannot be parsed (GLUE TSV rows, MRQA lines, CoNLL sentences), as "
+                             "the original did, with a count per file, instead of stopping (same as hparams "
+                             "skip_bad_rows)")
     return parser.parse_args(argv)
 
 
@@ -56,6 +61,8 @@ def prepare(args, say=print):
         if args.num_trials < 1:
             raise InputError(f"--num-trials {args.num_trials}: must be at least 1")
         overrides["num_trials"] = args.num_trials
+    if args.skip_bad_rows:
+        overrides["skip_bad_rows"] = True
     config = FinetuningConfig.create(args.hparams, pretrained.recipe_size, [t.name for t in tasks],
                                      overrides=overrides)
     limit = pretrained.model_config.max_position_embeddings
@@ -76,13 +83,15 @@ def main(argv=None):
     tokenizer = pretrained.tokenizer()
     task_data = prepare_tasks(tasks, data_root, tokenizer, config, do_predict=args.do_predict)
     names = "+".join(t.name for t in tasks)
+    multitask = f" ({config.multitask_batches.replace('_', '-')} batches)" if len(tasks) > 1 else ""
     logs = pretrained.folder / "finetuning_logs"
     runner = TrialRunner(pretrained, config, task_data, pretrained.folder, do_predict=args.do_predict,
                          reporter_factory=lambda trial: Reporter(logs / f"{names}_trial_{trial + 1}"))
     print(f"Fine-tuning {pretrained.folder.name} ({pretrained.recipe_size} recipe: lr {config.learning_rate:g}, "
           f"layer-wise decay {config.layerwise_lr_decay:g} {config.layerwise_lr_variant}, "
           f"{config.num_train_epochs:g} epochs, batch {config.train_batch_size}, max length "
-          f"{config.max_seq_length}) on {names}: {runner.num_steps} steps per trial, {config.num_trials} trial(s)",
+          f"{config.max_seq_length}) on {names}{multitask}: {runner.num_steps} steps per trial, "
+          f"{config.num_trials} trial(s)",
           flush=True)
     all_trials = runner.run()
     print(results_table(all_trials, task_data))

@@ -13,6 +13,10 @@ from common.errors import InputError
 
 LAYERWISE_VARIANTS = ("original", "intended")
 LOSS_REDUCTIONS = ("sum", "mean")  # the batch's loss: the original's sum of example losses, or their mean
+# With several tasks: "mixed" (the original) draws every batch from all tasks' examples together, each head
+# computed on the whole batch and each example's loss taken from its own task's head; "per_task" makes
+# every batch one task's and shuffles the tasks' batches together (what this code did before).
+MULTITASK_BATCHES = ("mixed", "per_task")
 # Learning rate and layer-wise decay per size (paper, Table 7).
 SIZE_RECIPES = {"small": (3e-4, 0.8), "base": (1e-4, 0.8), "large": (5e-5, 0.9)}
 # Question answering gets SQuAD's recipe (512 tokens, 2 epochs): the original gave it to names holding "squad"
@@ -37,6 +41,7 @@ class FinetuningConfig:
     num_train_epochs: Optional[float] = None  # None: 3, 10 for RTE or STS alone, 2 for QA_TASKS
     max_train_steps: int = 0  # > 0: stop after this many updates (quick runs); the schedule follows
     head_dropout: float = 0.1
+    multitask_batches: str = "mixed"  # several tasks: "mixed" batches as the original, or "per_task"
 
     # --- inputs
     max_seq_length: Optional[int] = None  # None: 128, 512 for QA_TASKS
@@ -44,6 +49,7 @@ class FinetuningConfig:
     length_bucketing: bool = True  # pad each batch to its longest example (False: to max_seq_length)
     bucket_pool_batches: int = 50  # training batches drawn from one length-sorted pool of shuffled examples
     pad_to_multiple: int = 0  # > 0: bucketed lengths rounded up to a multiple (few shapes for JAX's jit)
+    skip_bad_rows: bool = False  # a row that cannot be parsed: stop (False) or skip it, reported per file
 
     # --- question answering
     doc_stride: int = 128
@@ -66,6 +72,9 @@ class FinetuningConfig:
         if self.loss_reduction not in LOSS_REDUCTIONS:
             raise InputError(f"fine-tuning config: loss_reduction {self.loss_reduction!r} is not one of "
                              f"{', '.join(LOSS_REDUCTIONS)}")
+        if self.multitask_batches not in MULTITASK_BATCHES:
+            raise InputError(f"fine-tuning config: multitask_batches {self.multitask_batches!r} is not one of "
+                             f"{', '.join(MULTITASK_BATCHES)}")
         if self.layerwise_lr_variant not in LAYERWISE_VARIANTS:
             raise InputError(f"fine-tuning config: layerwise_lr_variant {self.layerwise_lr_variant!r} is not "
                              f"one of {', '.join(LAYERWISE_VARIANTS)}")

@@ -246,6 +246,8 @@ def main(argv=None):
     parser.add_argument("--no-lower-case", action="store_true", help="with --vocab-file or --spm-model")
     parser.add_argument("--hparams", default="", help="FinetuningConfig overrides (max_seq_length, "
                                                       "double_unordered)")
+    parser.add_argument("--skip-bad-rows", action="store_true", help="skip rows that cannot be parsed, with a "
+                                                                      "count per file (as run_finetuning.py)")
     args = parser.parse_args(argv)
     from data.tokenization import load_tokenizer
 
@@ -257,7 +259,12 @@ def main(argv=None):
         tokenizer = load_tokenizer(vocab_file=args.vocab_file, spm_model=args.spm_model,
                                    lower_case=not args.no_lower_case)
     names = [name for name in args.tasks.split(",") if name.strip()]
-    return export_tasks(names, args.finetuning_data_dir, tokenizer, args.out, args.hparams)
+    hparams = args.hparams
+    if args.skip_bad_rows:
+        from configs.loading import parse_hparams
+
+        hparams = {**parse_hparams(hparams), "skip_bad_rows": True}
+    return export_tasks(names, args.finetuning_data_dir, tokenizer, args.out, hparams)
 
 
 if __name__ == "__main__":

@@ -9,6 +9,10 @@ With bucketing off every batch is padded to max_seq_length (the original's fixed
 `pad_to_multiple` rounds each bucketed length up to a multiple (capped at max_seq_length): a compiler
 that specialises on shapes (JAX's jit) then sees at most max_seq_length / multiple lengths instead of
 one per distinct longest example. The extra positions are masked, so outputs change only by rounding.
+
+`mixed_batches` draws training batches from several tasks' features together (the original's
+multi-task batches): random, not length-sorted, each row with its task id and each task's own inputs
+under "<task>/<name>"; `task_view` gives one task's inputs of such a batch.
 """
 from typing import Dict, Iterator, List, Optional
 
@@ -69,3 +73,78 @@ def iterate_batches(sequences: Dict[str, List[np.ndarray]], scalars: Dict[str, n
             batch[name] = values[indices]
         batch["index"] = np.asarray(indices)
         yield batch
+
+
+# ---------------------------------------------------------------- several tasks in one batch
+SHARED = ("input_ids", "segment_ids")  # the sequences every task has; the rest are a task's own
+TASK_SEPARATOR = "/"  # a task's own inputs in a mixed batch: "<task>/<name>" ("rte/labels")
+
+
+def task_key(task_name: str, name: str) -> str:
+    return f"{task_name}{TASK_SEPARATOR}{name}"
+
+
+def task_view(batch: dict, task_name: str) -> dict:
+    """One task's inputs in a batch: the shared ones and, in a mixed batch, its own ("rte/labels") under
+    their plain names ("labels"); other tasks' inputs are left out. A one-task batch is returned as is."""
+    if "task_id" not in batch:
+        return batch
+    prefix = task_key(task_name, "")
+    view = {key: value for key, value in batch.items() if TASK_SEPARATOR not in key}
+    view.update({key[len(prefix):]: value for key, value in batch.items() if key.startswith(prefix)})
+    return view
+
+
+def mixed_batches(task_features: List[dict], task_names: List[str], batch_size: int, max_seq_length: int,
+                  rng: np.random.Generator, bucketing=True, min_length: int = 1,
+                  pad_to_multiple: int = 0) -> Iterator[dict]:
+    """One epoch of training batches drawn from the features of all tasks together, as the original
+    (finetune/preprocessing.py): every feature of every task exactly once, in one random order cut into
+    batches (the last may be smaller), so a batch holds the tasks in about the proportion of their sizes.
+
+    Each batch has the shared input_ids, segment_ids and input_mask, "task_id" (the task's position in
+    `task_names`, the original's task_id feature), and each task's own inputs (its training targets; a
+    tagging task's tag sequences) as "<task>/<name>", zero on the rows of other tasks (the original's
+    default values), and "index" (each row's position in its task's features; bookkeeping).
+
+    No length sorting, even with bucketing: sorting would group the tasks by their lengths (short SST
+    sentences apart from long MNLI pairs) instead of mixing them. `bucketing` pads each batch to its
+    longest feature (rounded up to `pad_to_multiple`), else every batch to max_seq_length."""
+    counts = [len(features["sequences"]["input_ids"]) for features in task_features]
+    task_of = np.repeat(np.arange(len(counts), dtype=np.int32), counts)
+    position = np.concatenate([np.arange(count) for count in counts]) if counts else np.zeros(0, np.int64)
+    lengths = np.concatenate([[len(v) for v in f["sequences"]["input_ids"]] for f in task_features])
+    order = rng.permutation(len(task_of))
+    for start in range(0, len(order), batch_size):
+        rows = order[start:start + batch_size]
+        length = max(int(lengths[rows].max()), min_length) if bucketing else max_seq_length
+        if bucketing and pad_to_multiple > 0:
+            length = min(-(-length // pad_to_multiple) * pad_to_multiple, max(max_seq_length, length))
+        batch = {}
+        for name in SHARED:
+            batch[name] = _pad_rows([task_features[t]["sequences"][name][i]
+                                     for t, i in zip(task_of[rows], position[rows])], length)
+        batch["input_mask"] = (np.arange(length)[None, :] < lengths[rows][:, None]).astype(np.int32)
+        batch["task_id"] = task_of[rows]
+        for number, (features, task_name) in enumerate(zip(task_features, task_names)):
+            mine = task_of[rows] == number
+            chosen = position[rows][mine]
+            for name, sequences in features["sequences"].items():
+                if name not in SHARED:
+                    values = np.zeros((len(rows), length), np.int32)
+                    values[mine] = _pad_rows([sequences[i] for i in chosen], length)
+                    batch[task_key(task_name, name)] = values
+            for name, values in features["scalars"].items():
+                values = np.asarray(values)
+                column = np.zeros((len(rows),) + values.shape[1:], values.dtype)
+                column[mine] = values[chosen]
+                batch[task_key(task_name, name)] = column
+        batch["index"] = position[rows]
+        yield batch
+
+
+def _pad_rows(sequences, length) -> np.ndarray:
+    array = np.zeros((len(sequences), length), np.int32)
+    for row, values in enumerate(sequences):
+        array[row, :len(values)] = values
+    return array

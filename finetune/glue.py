@@ -3,8 +3,10 @@ and leaderboard submission files.
 
 Rows are split on tabs with no quote handling (GLUE's texts contain unbalanced quotes, as the original's
 csv reader with quotechar=None knew). A byte-order mark (MRPC) is dropped. Unlike the original, which
-logged and skipped rows it could not parse, a row with the wrong number of columns or an unknown label
-stops the run with the file and line, so a damaged download is not trained on silently.
+logged and skipped rows it could not parse, a row with another number of columns than the header's, an
+unknown label or a score that is not a number stops the run with the file and line, so a damaged
+download is not trained on silently; with skip_bad_rows (--skip-bad-rows) such rows are skipped and
+counted per file (finetune.bad_rows).
 
 MNLI's model also predicts GLUE's diagnostic set (AX.tsv, which a complete submission needs). That set
 is optional: found in the MNLI folder (the original's finetuning_data/mnli/diagnostic.tsv) or beside it
@@ -19,6 +21,7 @@ import numpy as np
 from common import atomic
 from common.errors import InputError
 from finetune import metrics
+from finetune.bad_rows import policy
 from finetune.data_files import find_file, find_split_file, find_task_dir, split_file_candidates
 from finetune.features import featurize
 from finetune.tasks import CLASSIFICATION, REGRESSION, Example, Task
@@ -118,7 +121,10 @@ class GlueTask(Task):
         return extra.name if extra else self.glue_name
 
     # ------------------------------------------------------------------ reading
-    def read(self, data_root, split) -> List[Example]:
+    def read(self, data_root, split, bad_rows=None) -> List[Example]:
+        """The split's examples; `bad_rows` (finetune.bad_rows.BadRows): stop at a malformed row (None,
+        the default) or skip it."""
+        bad_rows = policy(bad_rows)
         path = self.split_file(data_root, split)
         rows = read_tsv_rows(path)
         is_test, download = split in self.test_splits(), self._download_name(split)
@@ -127,11 +133,17 @@ class GlueTask(Task):
         examples = []
         for number, row in enumerate(rows[start:], start=start + 1):
             if len(row) != width:
-                raise InputError(f"{path}: line {number} has {len(row)} tab-separated columns, the file's "
-                                 f"layout has {width}; repair the line or re-download {download}")
+                bad_rows.reject(path, number, f"{path}: line {number} has {len(row)} tab-separated columns, "
+                                f"the file's layout has {width}; repair the line, re-download {download} "
+                                "or pass --skip-bad-rows")
+                continue
             texts = [row[columns[c]] for c in self.text_columns]
             guid = row[columns["_id"]] if "_id" in columns else str(number - start - 1)
-            label = None if is_test else self._label(row[columns[self.label_column]], path, number)
+            try:
+                label = None if is_test else self._label(row[columns[self.label_column]], path, number)
+            except InputError as error:
+                bad_rows.reject(path, number, str(error))
+                continue
             examples.append(Example(guid, texts[0], texts[1] if self.is_pair else None, label))
         if not examples:
             raise InputError(f"{path}: the {split} split has no examples; use the full {download} file")
@@ -165,10 +177,10 @@ class GlueTask(Task):
                 return float(text)
             except ValueError:
                 raise InputError(f"{path}: line {number}: score {text!r} is not a number; repair the "
-                                 "line") from None
+                                 "line or pass --skip-bad-rows") from None
         if text not in self.labels:
             raise InputError(f"{path}: line {number}: unknown label {text!r} (expected one of "
-                             f"{', '.join(self.labels)}); repair the line or check the task")
+                             f"{', '.join(self.labels)}); repair the line, check the task or pass --skip-bad-rows")
         return text
 
     # ------------------------------------------------------------------ features

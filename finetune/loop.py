@@ -1,12 +1,15 @@
 """One fine-tuning trial's loop: train the shared encoder and the task heads, then predict; any backend.
 
-The loop is NumPy and Keras only: with several tasks every update is one task's batch, and the batches of
-all tasks are shuffled together, so each task is seen in proportion to its training set (the original
-mixed the tasks' examples within batches). Prediction batches a split by length and puts the outputs
-back in feature order. What is compiled, one update and one forward pass, belongs to a backend's
+The loop is NumPy and Keras only. With several tasks, by default (multitask_batches "mixed") every batch
+is drawn from the examples of all tasks together, as the original's: the encoder runs once, every head
+on the whole batch, and each example's loss comes from its own task's head (finetune.losses.mixed_loss);
+one optimizer, one clip and one schedule for all. "per_task" makes each update one task's batch, the
+batches of all tasks shuffled together, so each task is still seen in proportion to its training set.
+With one task the two are the same. Prediction is per task: it batches a split by length and puts the
+outputs back in feature order. What is compiled, one update and one forward pass, belongs to a backend's
 subclass: finetune.tf_trainer.TFTrainer (tf.function, what run_finetuning.py uses) and
 training_jax.finetune.JaxTrainer (jax.jit, for machines without TensorFlow). Both compute the same loss
-through BaseTrainer.loss, so a change to it reaches both.
+through BaseTrainer.batch_loss, so a change to it reaches both.
 """
 import math
 
@@ -15,15 +18,17 @@ import numpy as np
 
 from data.progress import ProgressLine
 from finetune import batches as batches_lib
-from finetune.losses import task_loss
+from finetune.losses import mixed_loss, task_loss
 from finetune.tasks import SPAN
 from model.optimizers import create_optimizer
 
 
 def count_steps(train_counts, config):
-    """Updates for the run: the original's int(examples × epochs / batch), at least one; capped by
-    max_train_steps when set."""
-    steps = max(1, int(sum(train_counts) * config.num_train_epochs / config.train_batch_size))
+    """Updates for the run, the original's (finetune/preprocessing.py, _serialize_dataset): the training
+    features of all tasks together, padded up to a whole number of batches, int(batches × epochs), so
+    that a whole number of epochs is whole batches; at least one; capped by max_train_steps when set."""
+    batches = _num_batches(sum(train_counts), config.train_batch_size)
+    steps = max(1, int(batches * config.num_train_epochs))
     return min(steps, config.max_train_steps) if config.max_train_steps > 0 else steps
 
 
@@ -48,6 +53,14 @@ def task_batches(task, features, config, rng=None, training=False):
         min_length=min_length(task, config), pad_to_multiple=config.pad_to_multiple)
 
 
+class MixedTasks:
+    """All the tasks at once: what a mixed batch trains (its compiled step is keyed by `name`)."""
+
+    def __init__(self, tasks):
+        self.tasks = list(tasks)
+        self.name = "+".join(task.name for task in self.tasks)
+
+
 def model_inputs(batch):
     """A batch without its bookkeeping ("index"): what a compiled step takes."""
     return {key: value for key, value in batch.items() if key != "index"}
@@ -55,7 +68,8 @@ def model_inputs(batch):
 
 class BaseTrainer:
     """Trains a FinetuningModel on its tasks and predicts with it; subclasses supply `step` (one update
-    on one padded batch, returning the loss) and `predict_batch` (the head's outputs for one batch)."""
+    on one padded batch, returning the loss) and `predict_batch` (the head's outputs for one batch).
+    A training batch belongs to a task, or to a MixedTasks (a batch of several tasks' examples)."""
 
     def __init__(self, model, tasks, optimizer, config):
         self.model, self.optimizer, self.config = model, optimizer, config
@@ -63,11 +77,23 @@ class BaseTrainer:
         optimizer.build(model.trainable_variables)
 
     def loss(self, task, outputs, inputs):
-        """The batch's loss (task_loss with the config's reduction); both backends' steps call this."""
+        """One task's batch loss (task_loss with the config's reduction)."""
         return task_loss(task, outputs, inputs, self.config.answerable_weight, self.config.loss_reduction)
 
+    def batch_loss(self, task, inputs):
+        """The loss of one training batch, the model called in training mode: a task's batch through its
+        head (`loss`), or a mixed batch through every head (mixed_loss). Both backends' steps call this."""
+        if isinstance(task, MixedTasks):
+            outputs = self.model(inputs, task_name=None, training=True)
+            return mixed_loss(task.tasks, outputs, inputs, self.config.answerable_weight, self.config.loss_reduction)
+        return self.loss(task, self.model(inputs, task_name=task.name, training=True), inputs)
+
     def trained_variables(self, task):
-        """The encoder and this task's head: other heads get no gradient from this task's batches."""
+        """The encoder and this task's head: other heads get no gradient from this task's batches. A mixed
+        batch trains everything (a head whose task has no row in it gets a zero gradient, as in the
+        original, where every head is in the one loss)."""
+        if isinstance(task, MixedTasks):
+            return list(self.model.trainable_variables)
         other_heads = {id(v) for name, head in self.model.heads.items() if name != task.name
                        for v in head.trainable_variables}
         return [v for v in self.model.trainable_variables if id(v) not in other_heads]
@@ -86,6 +112,37 @@ class BaseTrainer:
     def finish_training(self):
         """Called after the last update: a subclass that trains on copies writes them back here."""
 
+    def mixed_tasks(self, names):
+        """The MixedTasks for training on the tasks `names` together, in the order the trainer was given
+        them (their task ids); None when batches are one task's (per_task, or a single task)."""
+        tasks = [task for name, task in self.tasks.items() if name in names]
+        if self.config.multitask_batches != "mixed" or len(tasks) < 2:
+            return None
+        return MixedTasks(tasks)
+
+    def epoch_batches(self, train_features, rng):
+        """One epoch of training batches as (task or MixedTasks, padded batch); every training feature of
+        every task once. Mixed: finetune.batches.mixed_batches over all tasks' features. Per task: each
+        task's batches (lazily padded), in an order that shuffles the tasks' batches together."""
+        config = self.config
+        mixed = self.mixed_tasks(train_features)
+        if mixed is not None:
+            batches = batches_lib.mixed_batches(
+                [train_features[task.name] for task in mixed.tasks], [task.name for task in mixed.tasks],
+                config.train_batch_size, config.max_seq_length, rng, bucketing=config.length_bucketing,
+                min_length=max(min_length(task, config) for task in mixed.tasks),
+                pad_to_multiple=config.pad_to_multiple)
+            for batch in batches:
+                yield mixed, batch
+            return
+        batches = {name: task_batches(self.tasks[name], features, config, rng, training=True)
+                   for name, features in train_features.items()}
+        counts = {name: _num_batches(features["count"], config.train_batch_size)
+                  for name, features in train_features.items()}
+        order = [name for name, count in counts.items() for _ in range(count)]
+        for name in (order[i] for i in rng.permutation(len(order))):
+            yield self.tasks[name], next(batches[name])
+
     def train(self, train_features, num_steps, seed, reporter=None, label=""):
         """`num_steps` updates over `train_features` ({task name: features}); returns the mean loss of
         the last logging interval."""
@@ -95,17 +152,9 @@ class BaseTrainer:
                                 lambda done, elapsed: f"step {int(done)}/{num_steps}, {done / elapsed:.2f} steps/s")
         step, losses, last_mean = 0, [], float("nan")
         while step < num_steps:
-            # One epoch: every task's batches (padded lazily), in an order that mixes the tasks.
-            batches = {name: task_batches(self.tasks[name], features, config, rng, training=True)
-                       for name, features in train_features.items()}
-            counts = {name: _num_batches(features["count"], config.train_batch_size)
-                      for name, features in train_features.items()}
-            order = [name for name, count in counts.items() for _ in range(count)]
-            for name in (order[i] for i in rng.permutation(len(order))):
-                if step >= num_steps:
-                    break
-                losses.append(self.step(self.tasks[name], next(batches[name])))  # read when logged, so
-                step += 1  # an asynchronous backend is not made to wait after every update
+            for task, batch in self.epoch_batches(train_features, rng):
+                losses.append(self.step(task, batch))  # read when logged, so an asynchronous
+                step += 1  # backend is not made to wait after every update
                 if step % config.iterations_per_loop == 0 or step == num_steps or step == 1:
                     last_mean = float(np.mean([float(loss) for loss in losses]))
                     if reporter is not None:
@@ -113,6 +162,8 @@ class BaseTrainer:
                                          {"loss": last_mean, "learning_rate": self.current_learning_rate()})
                     losses = []
                 progress.update(step, f"loss {last_mean:.4f}")
+                if step >= num_steps:
+                    break
         self.finish_training()
         progress.finish(step, f"loss {last_mean:.4f}")
         if not math.isfinite(last_mean):

@@ -3,9 +3,13 @@
 The original (run_finetuning.py, FinetuningModel) sums the examples' losses over the batch and clips the
 gradient of that sum (batch size times the mean's) to global norm 1.0, which is where the two differ
 under Adam; `loss_reduction: "mean"` is the usual mean (Hugging Face's) as a named option.
+
+A batch that mixes several tasks (mixed_loss) is the original's multi-task loss: every head's example
+losses on the whole batch, each example's taken from its own task's head (by its task_id), summed.
 """
 from keras import ops
 
+from finetune.batches import task_view
 from finetune.tasks import CLASSIFICATION, REGRESSION, SPAN, TAGGING
 
 
@@ -39,4 +43,23 @@ def example_losses(task, outputs, batch, answerable_weight=0.5):
 def task_loss(task, outputs, batch, answerable_weight=0.5, reduction="sum"):
     """The batch's loss: the sum of example_losses (the original's), or their mean."""
     losses = example_losses(task, outputs, batch, answerable_weight)
+    return ops.sum(losses) if reduction == "sum" else ops.mean(losses)
+
+
+def mixed_example_losses(tasks, outputs, batch, answerable_weight=0.5):
+    """[batch] losses of a mixed batch: row r's loss from the head of tasks[task_id[r]] (the original's
+    reduce_sum(stack(task losses) * one_hot(task_id)), run_finetuning.py FinetuningModel). `outputs`:
+    {task name: that head's outputs on the whole batch}; each head reads its own targets (task_view),
+    which are zeros on other tasks' rows, so its losses there are finite and then dropped."""
+    task_id = batch["task_id"]
+    losses = 0.0
+    for number, task in enumerate(tasks):
+        mine = example_losses(task, outputs[task.name], task_view(batch, task.name), answerable_weight)
+        losses = losses + ops.where(ops.equal(task_id, number), mine, ops.zeros_like(mine))
+    return losses
+
+
+def mixed_loss(tasks, outputs, batch, answerable_weight=0.5, reduction="sum"):
+    """A mixed batch's loss: the sum of its rows' losses (the original's), or their mean over the rows."""
+    losses = mixed_example_losses(tasks, outputs, batch, answerable_weight)
     return ops.sum(losses) if reduction == "sum" else ops.mean(losses)

@@ -6,6 +6,7 @@ Heads live under the TF1 scope `task_specific/<task>/`, so layer-wise LR decay s
 import keras
 from keras import ops
 
+from finetune.batches import task_view
 from finetune.heads import ClassificationHead, SpanHead, TaggingHead
 from finetune.tasks import SPAN, TAGGING
 
@@ -22,7 +23,9 @@ def make_head(task, hidden_size, config, dtype=None):
 
 
 class FinetuningModel(keras.Model):
-    """Call with (inputs, task_name); returns that task's head outputs."""
+    """Call with (inputs, task_name); returns that task's head outputs. task_name None (a batch that
+    mixes the tasks, as the original's): the encoder once, then every head on the whole batch, each
+    reading its own inputs (finetune.batches.task_view); returns {task name: its head's outputs}."""
 
     def __init__(self, encoder, heads, name="finetuning_model", **kwargs):
         super().__init__(name=name, **kwargs)
@@ -34,8 +37,11 @@ class FinetuningModel(keras.Model):
                     head.build()
         self.built = True
 
-    def call(self, inputs, task_name, training=False):
+    def call(self, inputs, task_name=None, training=False):
         sequence = self.encoder(inputs, training=training)
+        if task_name is None:
+            return {name: head(sequence, task_view(inputs, name), training=training)
+                    for name, head in self.heads.items()}
         return self.heads[task_name](sequence, inputs, training=training)
 
 

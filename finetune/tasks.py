@@ -53,8 +53,10 @@ class Task(abc.ABC):
         return {}
 
     @abc.abstractmethod
-    def read(self, data_root, split):
-        """The split's examples; InputError for a missing folder or file, a bad row or an empty split."""
+    def read(self, data_root, split, bad_rows=None):
+        """The split's examples; InputError for a missing folder or file, a bad row or an empty split.
+        `bad_rows` (finetune.bad_rows.BadRows; None: stop at the first): what to do with a row that cannot
+        be parsed, where the format has rows."""
 
     @abc.abstractmethod
     def featurize(self, examples, tokenizer, config, training=False) -> dict:

@@ -1,5 +1,5 @@
-"""The TensorFlow trainer run_finetuning.py uses: one tf.function per task for the update and one for
-prediction.
+"""The TensorFlow trainer run_finetuning.py uses: one tf.function per task for the update (one more for
+batches that mix the tasks) and one per task for prediction.
 
 Eager NumPy batches of varying length are fed through an input signature that leaves batch and length
 free, so length-bucketed batches do not retrace (use_xla compiles each new shape instead).
@@ -27,8 +27,7 @@ class TFTrainer(BaseTrainer):
 
             def step(inputs):
                 with tf.GradientTape() as tape:
-                    outputs = self.model(inputs, task_name=task.name, training=True)
-                    loss = self.loss(task, outputs, inputs)
+                    loss = self.batch_loss(task, inputs)
                 gradients = tape.gradient(loss, variables)
                 self.optimizer.apply_gradients(zip(gradients, variables))
                 return loss

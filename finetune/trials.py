@@ -15,6 +15,7 @@ from typing import Dict, List
 import keras
 from configs.loading import save_json
 from finetune import metrics as metrics_lib
+from finetune.bad_rows import BadRows
 from finetune.loop import build_optimizer, count_steps
 from finetune.model import FinetuningModel, make_head
 from finetune.pretrained import load_encoder
@@ -31,17 +32,25 @@ class TaskData:
 
 
 def prepare_tasks(tasks, data_root, tokenizer, config, do_train=True, do_predict=False, say=print) -> List[TaskData]:
-    """Reads every split first (so a bad file stops the run before any training), then featurizes."""
+    """Reads every split first (so a bad file stops the run before any training), then featurizes. A row
+    that cannot be parsed stops the run, or with config.skip_bad_rows is skipped (one line per file)."""
+    bad_rows = BadRows(skip=config.skip_bad_rows)
+
+    def read(task, split):
+        rows = task.read(data_root, split, bad_rows=bad_rows)
+        bad_rows.report(say)
+        return rows
+
     examples = []
     for task in tasks:
-        train = task.read(data_root, "train") if do_train else None
-        evals = {suffix: task.read(data_root, split) for split, suffix in task.eval_splits().items()}
+        train = read(task, "train") if do_train else None
+        evals = {suffix: read(task, split) for split, suffix in task.eval_splits().items()}
         tests = {}
         if do_predict:
             missing = task.missing_test_splits(data_root)
             for note in missing.values():
                 say(note)
-            tests = {split: task.read(data_root, split) for split in task.test_splits() if split not in missing}
+            tests = {split: read(task, split) for split in task.test_splits() if split not in missing}
         examples.append((task, train, evals, tests))
     prepared = []
     for task, train, evals, tests in examples:

@@ -18,7 +18,9 @@ allowed); together they must hold every discriminator encoder weight (electra/..
 (generator/..., heads) are ignored. `--weights none`: the control, an encoder randomly initialised from
 the pretraining config's seed (the same one in every trial).
 
-Each task is fine-tuned alone (as bench/rtd_vs_mlm.py does), one after another; OUT/<task>_results.json
+Each task is fine-tuned alone (as bench/rtd_vs_mlm.py does), one after another, so multitask_batches
+does not apply here (JaxTrainer itself trains mixed batches of several tasks as the TensorFlow trainer
+does, for a caller that gives TrialRunner several tasks); OUT/<task>_results.json
 is TrialRunner's results file (every trial, median/mean/std, majority baseline), rewritten after each
 trial and marked complete after the last. A task whose results are complete is skipped, so running the
 same command again continues. Batches are padded to a multiple of 32 tokens (pad_to_multiple; at most 4
@@ -48,7 +50,8 @@ COMPILATION_CACHE = ".jax_cache"  # in --out unless JAX_COMPILATION_CACHE_DIR na
 
 class JaxTrainer(BaseTrainer):
     """Trains on a copy of the weights held as arrays (trainable, non-trainable, optimizer variables),
-    updated by one jitted step per task; written back to the Keras variables when training ends.
+    updated by one jitted step per task (and one for batches that mix the tasks); written back to the
+    Keras variables when training ends.
 
     jax.jit compiles once per input shape: pad_to_multiple keeps the lengths few, and prediction pads
     its last, smaller batch with empty rows to eval_batch_size. The last training batch of an epoch is
@@ -79,7 +82,7 @@ class JaxTrainer(BaseTrainer):
             def loss_and_updates(trainable, non_trainable, inputs):
                 mapping = list(zip(trainable_vars, trainable)) + list(zip(non_trainable_vars, non_trainable))
                 with keras.StatelessScope(state_mapping=mapping) as scope:
-                    loss = self.loss(task, model(inputs, task_name=task.name, training=True), inputs)
+                    loss = self.batch_loss(task, inputs)
                 return loss, [scope.get_current_value(v) for v in non_trainable_vars]  # dropout seeds
 
             gradient_fn = jax.value_and_grad(loss_and_updates, has_aux=True)

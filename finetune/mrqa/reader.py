@@ -9,7 +9,10 @@ start, overshooting such spans, and skipped them in training when the overshoot 
 Scoring uses every question's `answers`, as the official evaluation does.
 
 Unlike the original, which read whatever parsed, a malformed line, a missing header or a span outside
-its context stops the run with the file and line.
+its context stops the run with the file and line. With skip_bad_rows (--skip-bad-rows) a context line
+that cannot be read (malformed JSON or record, a span outside the context, a question without answers or
+with a repeated id) is skipped with its questions and counted (finetune.bad_rows); a missing header, an
+empty or undecodable file still stop.
 """
 import gzip
 import json
@@ -17,6 +20,7 @@ import pathlib
 from typing import List, Optional
 
 from common.errors import InputError, short_reason
+from finetune.bad_rows import policy
 from finetune.squad.reader import Paragraph, SquadExample, split_words
 
 FORMAT_HINT = "pass a file in the MRQA shared task's format"
@@ -55,16 +59,17 @@ def _check_header(path, record, split):
 
 
 def _examples(path, number, record, seen_ids):
-    """The context line's questions as SquadExample objects sharing one Paragraph."""
+    """The context line's questions as SquadExample objects sharing one Paragraph; their ids join
+    `seen_ids` once the whole line has been read."""
     context = record["context"]
     paragraph = Paragraph(context, *split_words(context))
-    examples = []
+    examples, line_ids = [], set()
     for qa in record["qas"]:
         qid, question, answers = qa["qid"], qa["question"], [str(answer) for answer in qa["answers"]]
-        if qid in seen_ids:
+        if qid in seen_ids or qid in line_ids:
             raise InputError(f"{path}: line {number}: question id {qid} repeats an earlier one; give every "
                              "question its own qid (predictions are keyed by it)")
-        seen_ids.add(qid)
+        line_ids.add(qid)
         if not answers:
             raise InputError(f"{path}: line {number}: question {qid} has no answers to score against; add them "
                              "or drop the question")
@@ -82,12 +87,15 @@ def _examples(path, number, record, seen_ids):
         found = bool(text.strip()) and " ".join(text.split()) in " ".join(paragraph.doc_tokens[start_word:end_word + 1])
         examples.append(SquadExample(qid, question, paragraph, answers, text, start_word, end_word,
                                      is_impossible=False, answer_found=found))
+    seen_ids.update(line_ids)
     return examples
 
 
-def read_mrqa(path, split: Optional[str] = None) -> List[SquadExample]:
+def read_mrqa(path, split: Optional[str] = None, bad_rows=None) -> List[SquadExample]:
     """Examples in file order. `split`: the header must not name another one (for a file found by its
-    official name, which train and dev share). InputError with the file and line for bad input."""
+    official name, which train and dev share). InputError with the file and line for bad input;
+    `bad_rows` (finetune.bad_rows.BadRows) may skip a malformed context line instead."""
+    bad_rows = policy(bad_rows)
     path = pathlib.Path(path)
     if not path.is_file():
         raise InputError(f"{path}: no such file; check --finetuning-data-dir")
@@ -95,17 +103,20 @@ def read_mrqa(path, split: Optional[str] = None) -> List[SquadExample]:
     for number, line in _lines(path):
         if number > 1 and not line.strip():
             continue
-        record = _parse(path, number, line)
         if number == 1:
-            _check_header(path, record, split)
+            _check_header(path, _parse(path, number, line), split)
             continue
         try:
-            examples += _examples(path, number, record, seen_ids)
+            examples += _examples(path, number, _parse(path, number, line), seen_ids)
         except (KeyError, TypeError, ValueError, AttributeError) as error:
             reason = f"missing {error}" if isinstance(error, KeyError) else short_reason(error)[:80]
-            raise InputError(f"{path}: line {number}: malformed MRQA context ({reason}); {FORMAT_HINT}") from None
+            bad_rows.reject(path, number, f"{path}: line {number}: malformed MRQA context ({reason}); {FORMAT_HINT} "
+                            "or pass --skip-bad-rows", unit="lines")
+        except InputError as error:
+            bad_rows.reject(path, number, str(error), unit="lines")
     if number == 0:
         raise InputError(f"{path}: line 1: the file is empty; {FORMAT_HINT}")
     if not examples:
-        raise InputError(f"{path}: line {number}: no question after the header; pass a complete MRQA file")
+        skipped = f" ({bad_rows.count(path)} malformed lines skipped)" if bad_rows.count(path) else ""
+        raise InputError(f"{path}: line {number}: no question after the header{skipped}; pass a complete MRQA file")
     return examples

@@ -67,9 +67,9 @@ class MrqaTask(SpanTask):
                          f"{', '.join(str(f) for f in folders)}); put the MRQA file there or pass "
                          "--finetuning-data-dir")
 
-    def read(self, data_root, split):
+    def read(self, data_root, split, bad_rows=None):
         path, header_split = self.split_file(data_root, split)
-        return {"path": path, "examples": read_mrqa(path, header_split)}
+        return {"path": path, "examples": read_mrqa(path, header_split, bad_rows)}
 
     def evaluate(self, features, outputs, config, suffix=""):
         predictions, _ = self.predictions(features, outputs, config)

@@ -50,9 +50,9 @@ class ChunkTask(Task):
         folder = find_task_dir(data_root, self.name, FOLDER_NAMES)
         return find_split_file(folder, split, SPLIT_FILES.get(split, (f"{split}.txt",)), self.name)
 
-    def read(self, data_root, split):
+    def read(self, data_root, split, bad_rows=None):
         return read_conll(self.split_file(data_root, split), set(LABEL_NAMES), need_tags=split != "test",
-                          fix="use CoNLL-2000's full train.txt / test.txt")
+                          fix="use CoNLL-2000's full train.txt / test.txt", bad_rows=bad_rows)
 
     def featurize(self, sentences, tokenizer, config, training=False):
         return featurize_sentences(sentences, tokenizer, config.max_seq_length, LABEL_NAMES)
