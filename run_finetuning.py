@@ -96,7 +96,7 @@ def main(argv=None):
     all_trials = runner.run()
     print(results_table(all_trials, task_data))
     for task in tasks:
-        print(f"Results: {runner.results_path(task.name)}")
+        print(f"Results: {runner.results_path(task)}")
     return all_trials
 
 

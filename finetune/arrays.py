@@ -107,7 +107,7 @@ def save_task_data(task_data_list, folder, featurization=None):
         for number, (split, features) in enumerate(data.tests.items()):
             arrays.update(_part_arrays(f"test{number}", features, with_examples=True))
             parts.append({"part": f"test{number}", "split": split, "test": True, "count": features["count"]})
-        file_name = f"{data.task.name}.npz"
+        file_name = f"{data.task.file_stem}.npz"
         with atomic.atomic_path(folder / file_name, suffix=".npz") as temp:
             np.savez_compressed(temp, **arrays)
         index["tasks"][data.task.name] = {"file": file_name, "export_id": export_id, "parts": parts,

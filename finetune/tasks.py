@@ -36,6 +36,12 @@ class Task(abc.ABC):
         return []
 
     @property
+    def file_stem(self) -> str:
+        """The task's name in file and folder names: a family task's `prefix:<name>` as `prefix-<name>`,
+        since a colon is refused by Windows and read as a host by scp and rsync."""
+        return self.name.replace(":", "-")
+
+    @property
     def num_outputs(self) -> int:
         return len(self.label_names) or 1
 

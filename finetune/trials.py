@@ -128,7 +128,7 @@ class TrialRunner:
                                                             trainer.predict(data.task, features))
                     self.say(f"{data.task.name}: wrote {path}")
             if config.save_finetuned_models:
-                folder = self.model_dir / "finetuning_models" / model_folder_name(data.task.name, trial + 1)
+                folder = self.model_dir / "finetuning_models" / model_folder_name(data.task.file_stem, trial + 1)
                 save_finetuned_model(folder, encoder, model.heads[data.task.name], data.task, config,
                                      self.pretrained, scores)
             results[data.task.name] = {"trial": trial + 1, "seed": seed, "metrics": scores,
@@ -138,7 +138,7 @@ class TrialRunner:
         return results
 
     def _write_eval_extra(self, task, trial, suffix, extra):
-        folder = self.results_dir / f"{task.name}_predictions_trial_{trial + 1}"
+        folder = self.results_dir / f"{task.file_stem}_predictions_trial_{trial + 1}"
         for name, values in extra.items():
             save_json(values, folder / f"{name}{suffix}.json")
 
@@ -151,7 +151,7 @@ class TrialRunner:
         first = len(next(iter(all_trials.values())))
         if first:
             self.say(f"resuming after {first} finished trial(s) in {self.results_dir}")
-            self._results_started.update(self.results_path(d.task.name) for d in self.task_data)
+            self._results_started.update(self.results_path(d.task) for d in self.task_data)
         for trial in range(first, self.config.num_trials):
             for name, result in self.run_trial(trial).items():
                 all_trials[name].append(result)
@@ -160,15 +160,15 @@ class TrialRunner:
             self.write_results(all_trials, complete=trial + 1 == self.config.num_trials)
         return all_trials
 
-    def results_path(self, task_name):
-        return self.results_dir / f"{task_name}_results.json"
+    def results_path(self, task):
+        return self.results_dir / f"{task.file_stem}_results.json"
 
     def finished_trials(self):
         """{task: trials} of this run's results files when all of them were written by the same config and
         tasks and hold the same number of trials; None otherwise (the run starts over)."""
         found = {}
         for data in self.task_data:
-            path = self.results_path(data.task.name)
+            path = self.results_path(data.task)
             result = json.loads(path.read_text()) if path.is_file() else None
             if (result is None or result.get("config") != self.config.to_dict()
                     or result.get("tasks_trained_together") != [d.task.name for d in self.task_data]):
@@ -181,7 +181,7 @@ class TrialRunner:
             trials = all_trials[data.task.name]
             names = list(trials[0]["metrics"]) if trials else []
             summary = {name: metrics_lib.summary([t["metrics"][name] for t in trials]) for name in names}
-            path = self.results_path(data.task.name)
+            path = self.results_path(data.task)
             if path not in self._results_started:
                 set_aside(path)  # a previous run's results are kept beside, never overwritten
                 self._results_started.add(path)

@@ -135,6 +135,8 @@ def test_registry_names_and_recipe():
     for names in (["naturalqs"], ["mrqa:drop"], ["searchqa"]):  # the original missed naturalqs ("qa" not in it)
         config = FinetuningConfig.create({}, "small", names)
         assert (config.max_seq_length, config.num_train_epochs) == (512, 2.0)
+    # file names never hold the colon (Windows refuses it, scp reads it as a host)
+    assert [get_task(name).file_stem for name in ("newsqa", "mrqa:drop")] == ["newsqa", "mrqa-drop"]
 
 
 def test_official_scoring_by_hand():

@@ -250,8 +250,8 @@ def main(argv=None):
         runner = TrialRunner(pretrained, config, [data], args.out, say=log, trainer_class=JaxTrainer,
                              load_encoder=load_encoder, results_dir=args.out)
         name = data.task.name
-        if _complete(runner.results_path(name), config.num_trials):
-            log(f"{name}: complete in {runner.results_path(name)}, skipped")
+        if _complete(runner.results_path(data.task), config.num_trials):
+            log(f"{name}: complete in {runner.results_path(data.task)}, skipped")
             steps[number] = 0
             continue
         log(f"{name}: lr {config.learning_rate:g}, layer-wise decay {config.layerwise_lr_decay:g}, "

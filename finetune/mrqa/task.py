@@ -80,7 +80,7 @@ class MrqaTask(SpanTask):
     def write_test_predictions(self, folder, split, features, outputs):
         """`<task>_<split>_predictions.json`: {qid: answer text}, what the official script reads."""
         predictions, _ = self.predictions(features, outputs, features["config"])
-        path = pathlib.Path(folder) / f"{self.name}_{split}_predictions.json"
+        path = pathlib.Path(folder) / f"{self.file_stem}_{split}_predictions.json"
         save_json(predictions, path)
         return path
 
