@@ -4,7 +4,7 @@ questions) → SquadExample objects, so SQuAD 1.1's featurisation and decoding a
 A question's training target is its first detected answer's first char span (the end inclusive) and the
 answer text is the context's characters there. The detected `text` is the answer as annotated and may
 differ from them ("The Broncos" found as "Broncos"; the shared SQuAD, NewsQA and DROP dev sets: 576 of
-41,858 spans, see docs/finetuning_tasks.md); the original took len(text) characters from the span's
+41,858 spans, see docs/finetuning.md, MRQA); the original took len(text) characters from the span's
 start, overshooting such spans, and skipped them in training when the overshoot no longer matched.
 Scoring uses every question's `answers`, as the official evaluation does.
 
