@@ -15,6 +15,11 @@ Per sequence of length S, for a tower of L layers, hidden H, FFN F and embedding
              tied vocabulary       2·N·E·V
   discriminator head, every position:
              dense H→H, dense H→1  2·S·H·H + 2·S·H
+  Electric (two_tower_generator): the generator's encoder twice (generator_ltr, generator_rtl; the causal
+  masks do not change the matmuls, every score is computed and then masked), and its cloze head at
+  every position instead of the masked ones:
+             dense 2·Hg→E          2·S·2Hg·E
+             tied vocabulary       2·S·E·V
 
 Embedding lookups, LayerNorm, softmax, GELU, dropout, Gumbel sampling and the optimizer update are not
 counted (elementwise work, a few percent at most). Padding is not subtracted: every position of the
@@ -70,15 +75,29 @@ def generator_head_forward_flops(tower, num_predictions, vocab_size):
             "vocabulary projection (masked positions)": matmul(n, e, vocab_size)}
 
 
+def cloze_head_forward_flops(tower, seq_length, vocab_size):
+    """Electric's head on the two towers' concatenated outputs, at every position."""
+    s, hg, e = seq_length, tower.hidden_size, tower.embedding_size
+    return {"cloze head dense (every position)": matmul(s, 2 * hg, e),
+            "vocabulary projection (every position)": matmul(s, e, vocab_size)}
+
+
 def discriminator_head_forward_flops(tower, seq_length):
     s, h = seq_length, tower.hidden_size
     return {"head dense": matmul(s, h, h), "head dense_1 (logit)": matmul(s, h, 1)}
 
 
-def step_breakdown(discriminator, generator, seq_length, num_predictions, vocab_size):
-    """{(tower, part): forward FLOPs per sequence}; generator None = uniform generator (no network)."""
+def step_breakdown(discriminator, generator, seq_length, num_predictions, vocab_size, two_tower=False):
+    """{(tower, part): forward FLOPs per sequence}; generator None = uniform generator (no network);
+    two_tower: Electric's generator (`generator` is the size of each of its two towers)."""
     parts = {}
-    if generator is not None:
+    if generator is not None and two_tower:
+        for tower in ("generator_ltr", "generator_rtl"):
+            for part, value in encoder_forward_flops(generator, seq_length).items():
+                parts[(tower, part)] = value
+        for part, value in cloze_head_forward_flops(generator, seq_length, vocab_size).items():
+            parts[("cloze head", part)] = value
+    elif generator is not None:
         for part, value in encoder_forward_flops(generator, seq_length).items():
             parts[("generator", part)] = value
         for part, value in generator_head_forward_flops(generator, num_predictions, vocab_size).items():
@@ -131,7 +150,8 @@ def config_breakdown(config, seq_length=None):
     discriminator, generator = towers_for(config)
     if not config.electra_objective:
         return mlm_step_breakdown(discriminator, seq_length, num_predictions, config.vocab_size)
-    return step_breakdown(discriminator, generator, seq_length, num_predictions, config.vocab_size)
+    return step_breakdown(discriminator, generator, seq_length, num_predictions, config.vocab_size,
+                          two_tower=config.two_tower_generator)
 
 
 def train_flops_per_sequence(config, seq_length=None):
@@ -148,7 +168,7 @@ def format_breakdown(breakdown, title=""):
     lines.append(f"  {'':<14}{'forward total':<44}{total:>15.4g}")
     lines.append(f"  {'':<14}{'train step (forward + backward = 3 x forward)':<44}{train_flops(breakdown):>15.4g}")
     lines.append("  (matmuls only, 2*m*n*k each; backward = 2 x forward; generator vocabulary projection at "
-                 "the masked positions only)")
+                 "the masked positions only, Electric's cloze head at every position)")
     return "\n".join(lines)
 
 
@@ -218,6 +238,8 @@ def main(argv=None):
     parser.add_argument("--seq-length", type=int, default=128)
     parser.add_argument("--generator-hidden-size", type=float, default=None,
                         help="generator fraction (default: the model size's)")
+    parser.add_argument("--electric", action="store_true",
+                        help="the Electric objective (two-tower cloze generator)")
     parser.add_argument("--direct", action="store_true",
                         help="also trace the Keras model under JAX and count its dot_generals")
     args = parser.parse_args(argv)
@@ -228,6 +250,8 @@ def main(argv=None):
     hparams = {"model_size": args.model_size, "max_seq_length": args.seq_length}
     if args.generator_hidden_size is not None:
         hparams["generator_hidden_size"] = args.generator_hidden_size
+    if args.electric:
+        hparams["electric_objective"] = True
     config = PretrainingConfig.create(hparams)
     breakdown = config_breakdown(config)
     print(format_breakdown(breakdown, f"{args.model_size}, seq {args.seq_length}, "

@@ -12,7 +12,8 @@ Formats:
   bert         a google-research/bert checkpoint (bert/… names, bert_config.json, vocab.txt); only for
                models whose embedding size equals the hidden size (Base, Large)
   hf           <output>/discriminator (ElectraForPreTraining, ElectraModel) and <output>/generator
-               (ElectraForMaskedLM): config.json, model.safetensors, vocab and tokenizer files
+               (ElectraForMaskedLM): config.json, model.safetensors, vocab and tokenizer files; an
+               Electric model exports its discriminator only (no Hugging Face class holds the two towers)
   keras_hub    a keras-hub preset of the encoder (config.json, model.weights.h5, tokenizer.json,
                assets/tokenizer/vocabulary.txt, metadata.json) for keras_hub.models.ElectraBackbone and
                ElectraTokenizer .from_preset(<output>); needs keras-hub (requirements-test.txt)
@@ -81,6 +82,9 @@ def main(argv=None):
         model, args.output, args.overwrite)
     detail = (f"models {', '.join(written)}" if args.format == "hf" else f"{written} tensors")
     print(f"Wrote the {args.format} export of {args.model_dir} to {args.output} ({detail}).")
+    if args.format == "hf" and model.config.two_tower_generator:
+        print("Note: Hugging Face has no class for Electric's two-tower cloze generator, so only the discriminator "
+              "is exported (its head outputs Electric's energies); --format tf1 keeps both.")
     if args.format == "hf" and model.is_sentencepiece:
         print(f"Tokenizer: tokenizer.json (for AutoTokenizer) built from {model.vocab_file.name}, which is "
               "copied beside it; see docs/checkpoints.md for the rare inputs it splits differently.")

@@ -55,6 +55,7 @@ class Layout:
     gdes_embeddings: bool
     fresh_generator: bool  # a discriminator-only checkpoint: the generator starts from scratch
     fresh_discriminator_head: bool = False  # an encoder alone (a keras-hub backbone): the head starts fresh
+    two_tower_generator: bool = False  # Electric's generator_ltr/ + generator_rtl/ + cloze_predictions/
 
 
 # ------------------------------------------------------------------------------------------------ sources
@@ -110,28 +111,34 @@ def read_layout(source):
     discriminator = _tower(source, names_lib.DISCRIMINATOR)
     encoder_only = getattr(source, "encoder_only", False)
     has_discriminator_head = encoder_only or source.has(f"{names_lib.DISCRIMINATOR_HEAD}/dense/kernel")
-    has_generator_head = source.has(f"{names_lib.GENERATOR_HEAD}/output_bias")
+    two_tower = source.has(f"{names_lib.GENERATOR_LTR}/{QUERY.format(0)}")
+    generator_scope = names_lib.GENERATOR_LTR if two_tower else names_lib.GENERATOR
+    head = names_lib.CLOZE_HEAD if two_tower else names_lib.GENERATOR_HEAD
+    has_generator_head = source.has(f"{head}/output_bias")
     if not has_discriminator_head and not has_generator_head:
         _require(source, f"{names_lib.DISCRIMINATOR_HEAD}/dense/kernel")
     generator = None
-    if source.has(f"{names_lib.GENERATOR}/{QUERY.format(0)}"):
-        generator = _tower(source, names_lib.GENERATOR)
-        _require(source, f"{names_lib.GENERATOR_HEAD}/output_bias")
-    own = [source.has(f"{names_lib.GENERATOR}/embeddings/{suffix}") for suffix in names_lib.EMBEDDING_SUFFIXES]
+    if source.has(f"{generator_scope}/{QUERY.format(0)}"):
+        generator = _tower(source, generator_scope)
+        _require(source, f"{head}/output_bias")
+    if two_tower and _tower(source, names_lib.GENERATOR_RTL) != generator:
+        raise InputError(f"{source.describe(names_lib.GENERATOR_RTL + '/' + QUERY.format(0))}: the right-to-left "
+                         "tower differs in size from the left-to-right one; Electric's two towers are the same size")
+    own = [source.has(f"{generator_scope}/embeddings/{suffix}") for suffix in names_lib.EMBEDDING_SUFFIXES]
     gdes = own == [True] + [False] * (len(own) - 1)
     untied_embeddings = all(own)
     if any(own) and not (gdes or untied_embeddings):
         missing = [s for s, present in zip(names_lib.EMBEDDING_SUFFIXES, own) if not present]
-        _require(source, f"{names_lib.GENERATOR}/embeddings/{missing[0]}")
+        _require(source, f"{generator_scope}/embeddings/{missing[0]}")
     generator_embedding_size = None
     if untied_embeddings:
-        generator_embedding_size = source.shape(names_lib.GENERATOR_WORD_EMBEDDINGS)[1]
+        generator_embedding_size = source.shape(f"{generator_scope}/embeddings/word_embeddings")[1]
     fresh = has_discriminator_head and generator is None and not has_generator_head
     return Layout(vocab_size, embedding_size, positions, types, discriminator, generator,
                   generator_embedding_size, electra_objective=has_discriminator_head,
                   untied_generator=generator is not None or fresh or not has_discriminator_head,
                   untied_generator_embeddings=untied_embeddings, gdes_embeddings=gdes, fresh_generator=fresh,
-                  fresh_discriminator_head=encoder_only)
+                  fresh_discriminator_head=encoder_only, two_tower_generator=two_tower)
 
 
 # ------------------------------------------------------------------------------------------------ config
@@ -182,6 +189,8 @@ def inferred_hparams(layout, hf_config=None):
     for flag in ("electra_objective", "untied_generator", "untied_generator_embeddings", "gdes_embeddings"):
         if getattr(layout, flag) != getattr(PretrainingConfig, flag):
             hparams[flag] = getattr(layout, flag)
+    if layout.two_tower_generator:  # the original builds two towers for Electric only
+        hparams["electric_objective"] = True
     if layout.generator is not None:
         hparams["generator_hidden_size"] = _generator_fraction(layout)
         hparams["generator_layers"] = layout.generator.num_layers / layout.discriminator.num_layers
@@ -201,7 +210,8 @@ def check_config_matches(config, layout, source, hf_generator_config=None):
     if source.hf_config:
         found["num_heads"] = source.hf_config.get("num_attention_heads", model.num_heads)
     problems = _compare(found, dataclasses.asdict(model), "discriminator")
-    flags = ("electra_objective", "untied_generator", "untied_generator_embeddings", "gdes_embeddings")
+    flags = ("electra_objective", "untied_generator", "untied_generator_embeddings", "gdes_embeddings",
+             "two_tower_generator")
     problems += [f"{flag} {getattr(layout, flag)} (config: {getattr(config, flag)})" for flag in flags
                  if getattr(layout, flag) != getattr(config, flag)]
     if layout.generator is not None and not problems:
@@ -320,5 +330,6 @@ def describe(config, layout):
         return text + ", no generator"
     if config.electra_objective and config.untied_generator:
         generator = config.generator_model_config()
-        text += f", generator {generator.num_layers} layers × {generator.hidden_size}"
+        towers = "two-tower generator (Electric), each" if config.two_tower_generator else "generator"
+        text += f", {towers} {generator.num_layers} layers × {generator.hidden_size}"
     return text + f"; model size {config.model_size}"

@@ -21,6 +21,10 @@ DISCRIMINATOR = "electra"
 GENERATOR = "generator"
 DISCRIMINATOR_HEAD = "discriminator_predictions"
 GENERATOR_HEAD = "generator_predictions"
+GENERATOR_LTR = "generator_ltr"  # Electric's two-tower generator and its head
+GENERATOR_RTL = "generator_rtl"
+CLOZE_HEAD = "cloze_predictions"
+GENERATOR_SCOPES = (GENERATOR, GENERATOR_HEAD, GENERATOR_LTR, GENERATOR_RTL, CLOZE_HEAD)
 WORD_EMBEDDINGS = "electra/embeddings/word_embeddings"
 GDES_DELTA = "electra/embeddings/word_embeddings_delta"
 GENERATOR_WORD_EMBEDDINGS = "generator/embeddings/word_embeddings"
@@ -63,10 +67,10 @@ def assign_imported(pretrainer, read, skip_generator=False, skip_discriminator_h
 
 
 def tower_of(tf1_name):
-    """Which Hugging Face model a TF1 name belongs to: "generator" for generator/* and its head, else
-    "discriminator" (the shared embeddings are read from the discriminator)."""
+    """Which model a TF1 name belongs to: "generator" for generator/* and its head (Electric: both towers
+    and cloze_predictions), else "discriminator" (the shared embeddings are read from the discriminator)."""
     scope = tf1_name.split("/", 1)[0]
-    return GENERATOR if scope in (GENERATOR, GENERATOR_HEAD) else "discriminator"
+    return GENERATOR if scope in GENERATOR_SCOPES else "discriminator"
 
 
 def is_optimizer_state(tf1_name):
@@ -108,7 +112,9 @@ def hf_models(tensors):
     ElectraForPreTraining: electra/* + discriminator_predictions/*. ElectraForMaskedLM: the generator
     tower (generator/*, or electra/* when the generator is the discriminator itself or the model is
     MLM-only) + generator_predictions/*, with the shared embeddings unless it has its own. A model whose
-    head is absent (a uniform generator; MLM-only has no discriminator) is left out.
+    head is absent (a uniform generator; MLM-only has no discriminator) is left out, and so is Electric's
+    two-tower generator (generator_ltr/, generator_rtl/, cloze_predictions/), which no Hugging Face class
+    holds: an Electric model exports its discriminator only.
     """
     has_generator_tower = any(name.startswith(f"{GENERATOR}/encoder/") for name in tensors)
     generator_scope = GENERATOR if has_generator_tower else DISCRIMINATOR

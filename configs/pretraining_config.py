@@ -30,6 +30,7 @@ class PretrainingConfig:
 
     # --- objective
     electra_objective: bool = True  # False: MLM only (BERT trained by the same code)
+    electric_objective: bool = False  # Electric (energy-based cloze model); turns on two_tower_generator
     gen_weight: float = 1.0
     disc_weight: float = 50.0
     mask_prob: float = 0.15
@@ -69,6 +70,7 @@ class PretrainingConfig:
 
     # --- generator
     uniform_generator: bool = False  # sample fakes uniformly at random (no generator network)
+    two_tower_generator: bool = False  # a two-tower cloze generator (Electric's; set by electric_objective)
     untied_generator_embeddings: bool = False
     untied_generator: bool = True  # False: generator and discriminator are the same network
     generator_layers: float = 1.0  # fraction of discriminator layers
@@ -125,9 +127,26 @@ class PretrainingConfig:
         if self.debug:
             changes.update(train_batch_size=8, num_train_steps=20, eval_batch_size=4,
                            iterations_per_loop=1, num_eval_steps=2)
+        if self.electric_objective:
+            changes["two_tower_generator"] = True  # as the original: Electric needs the two-tower generator
         config = dataclasses.replace(self, **changes)
+        config.check_two_tower()
         config.model_config()  # validate the architecture overrides now, not at step 0
         return config
+
+    def check_two_tower(self):
+        """The combinations the original's two-tower generator (and so Electric) supports."""
+        if not self.two_tower_generator:
+            return
+        what = "electric_objective" if self.electric_objective else "two_tower_generator"
+        conflicts = [name for name, bad in (("electra_objective false", not self.electra_objective),
+                                            ("uniform_generator", self.uniform_generator),
+                                            ("untied_generator false", not self.untied_generator),
+                                            ("gdes_embeddings", self.gdes_embeddings)) if bad]
+        if conflicts:
+            raise InputError(f"pretraining config: {what} needs its own two-tower generator network beside the "
+                             f"discriminator, which {' and '.join(conflicts)} rule(s) out; drop "
+                             f"{'it' if len(conflicts) == 1 else 'them'} from --hparams")
 
     # ---------------------------------------------------------------- towers
     def model_config(self) -> ModelConfig:
@@ -142,7 +161,8 @@ class PretrainingConfig:
         return ModelConfig.from_dict(values, source=f"model size {self.model_size} + model_hparam_overrides")
 
     def generator_model_config(self) -> ModelConfig:
-        """The generator tower; with untied generator embeddings its embedding size is its hidden size."""
+        """The generator tower (each of the two with two_tower_generator); with untied generator embeddings
+        its embedding size is its hidden size."""
         base = self.model_config()
         if not self.electra_objective or not self.untied_generator:
             return base

@@ -3,6 +3,12 @@
 The original drops out attention probabilities (0.1 during pretraining); the fused op has no dropout,
 so training with attention dropout takes an explicit path (float32 softmax → dropout → matmul) that
 computes the same function. Inference, or attention_dropout = 0, uses the fused op.
+
+`causal` ("ltr" or "rtl"; default None: bidirectional) adds the original's left-to-right or
+right-to-left mask (model/modeling.py, the ltr/rtl arguments of BertModel, used by Electric's two-tower
+generator; docs/reproduction.md#electric): query i attends to keys j <= i (ltr) or j >= i (rtl), its own
+position included, on top of the padding mask. A query left with no key (a padding query in an rtl
+tower) gets a uniform softmax over every key, as the original's additive -10000 gives it.
 """
 import math
 
@@ -12,11 +18,24 @@ from keras import ops
 from model.initializers import truncated_normal
 
 _MASKED_LOGIT = -1e9  # exp() underflows to exactly 0 in float32, and never overflows
+CAUSAL_DIRECTIONS = ("ltr", "rtl")
 
 
 def padding_mask(input_mask):
     """[batch, seq] 0/1 → boolean [batch, 1, 1, seq]: every query may attend to every real key."""
     return ops.cast(input_mask, "bool")[:, None, None, :]
+
+
+def attention_mask(input_mask, causal=None):
+    """The boolean mask of one attention: [batch, 1, 1, seq] (padding only) or, with `causal` "ltr" /
+    "rtl", [batch, 1, seq, seq] (padding and direction)."""
+    mask = padding_mask(input_mask)
+    if causal is None:
+        return mask
+    positions = ops.arange(ops.shape(input_mask)[1])
+    queries, keys = positions[:, None], positions[None, :]
+    allowed = ops.less_equal(keys, queries) if causal == "ltr" else ops.greater_equal(keys, queries)
+    return ops.logical_and(mask, allowed[None, None, :, :])
 
 
 def explicit_attention(query, key, value, mask, scale, dropout=None, training=False):
@@ -36,14 +55,19 @@ class SelfAttention(keras.layers.Layer):
     Call with hidden states [batch, seq, hidden] and input_mask [batch, seq]; returns the heads
     concatenated back to [batch, seq, hidden] (before the output projection). `use_fused` forces a path
     (None: fused unless training with attention dropout). `dtype`: the Keras dtype policy of the
-    projections; the softmax of the explicit path runs in float32 whatever it is.
+    projections; the softmax of the explicit path runs in float32 whatever it is. `causal`: None, "ltr"
+    or "rtl" (see the module docstring).
     """
 
-    def __init__(self, hidden_size, num_heads, attention_dropout=0.1, initializer_range=0.02, **kwargs):
+    def __init__(self, hidden_size, num_heads, attention_dropout=0.1, initializer_range=0.02, causal=None,
+                 **kwargs):
         kwargs.setdefault("name", "self")
         super().__init__(**kwargs)
         if hidden_size % num_heads:
             raise ValueError(f"hidden_size {hidden_size} is not divisible by num_heads {num_heads}")
+        if causal is not None and causal not in CAUSAL_DIRECTIONS:
+            raise ValueError(f"causal {causal!r} is not one of None, {', '.join(CAUSAL_DIRECTIONS)}")
+        self.causal = causal
         self.hidden_size = hidden_size
         self.num_heads = num_heads
         self.head_size = hidden_size // num_heads
@@ -72,7 +96,7 @@ class SelfAttention(keras.layers.Layer):
         query = self._split_heads(self.query(hidden))
         key = self._split_heads(self.key(hidden))
         value = self._split_heads(self.value(hidden))
-        mask = padding_mask(input_mask)
+        mask = attention_mask(input_mask, self.causal)
         scale = 1.0 / math.sqrt(self.head_size)
         if use_fused is None:
             use_fused = not (training and self.attention_dropout > 0)
@@ -89,5 +113,5 @@ class SelfAttention(keras.layers.Layer):
         config = super().get_config()
         config.update(hidden_size=self.hidden_size, num_heads=self.num_heads,
                       attention_dropout=self.attention_dropout,
-                      initializer_range=self.initializer_range)
+                      initializer_range=self.initializer_range, causal=self.causal)
         return config

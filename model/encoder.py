@@ -25,13 +25,17 @@ class BertEncoder(keras.Model):
     `dtype`: the Keras dtype policy of this encoder and every layer it creates (None: Keras' global
     policy); a shared `embeddings` keeps its own. Pass it here, per model: setting the global policy
     would leak into whatever the process builds next.
+    `causal`: None (bidirectional, every model but one), or "ltr" / "rtl": every layer attends only to the
+    left / right and its own position, as the original's BertModel(ltr=True / rtl=True) for Electric's
+    two-tower generator (model/two_tower.py; docs/reproduction.md#electric).
     """
 
     def __init__(self, vocab_size, hidden_size, num_layers, num_heads, intermediate_size,
                  embedding_size=None, max_position_embeddings=512, type_vocab_size=2, dropout=0.1,
                  attention_dropout=0.1, initializer_range=0.02, layer_norm_epsilon=1e-12,
-                 embeddings=None, gdes_embeddings=False, name="electra", dtype=None, **kwargs):
+                 embeddings=None, gdes_embeddings=False, causal=None, name="electra", dtype=None, **kwargs):
         super().__init__(name=name, dtype=dtype, **kwargs)
+        self.causal = causal
         if embeddings is not None:
             embedding_size = embeddings.embedding_size
         elif embedding_size is None:
@@ -62,19 +66,21 @@ class BertEncoder(keras.Model):
                 name="embeddings_project")
         self.transformer_layers = [
             TransformerLayer(hidden_size, num_heads, intermediate_size, dropout, attention_dropout,
-                             initializer_range, layer_norm_epsilon, dtype=self.dtype_policy, name=f"layer_{i}")
+                             initializer_range, layer_norm_epsilon, causal=causal, dtype=self.dtype_policy,
+                             name=f"layer_{i}")
             for i in range(num_layers)
         ]
 
     @classmethod
     def from_model_config(cls, model_config, name="electra", embeddings=None, gdes_embeddings=False,
-                          dtype=None):
+                          causal=None, dtype=None):
         """From a configs.model_config.ModelConfig."""
         c = model_config
         return cls(c.vocab_size, c.hidden_size, c.num_layers, c.num_heads, c.intermediate_size,
                    c.embedding_size, c.max_position_embeddings, c.type_vocab_size, c.dropout,
                    c.attention_dropout, c.initializer_range, c.layer_norm_epsilon,
-                   embeddings=embeddings, gdes_embeddings=gdes_embeddings, name=name, dtype=dtype)
+                   embeddings=embeddings, gdes_embeddings=gdes_embeddings, causal=causal, name=name,
+                   dtype=dtype)
 
     def build(self, input_shape=None):
         if not self.embeddings.built:
@@ -129,5 +135,6 @@ class BertEncoder(keras.Model):
                       embedding_size=self.embedding_size, max_position_embeddings=self.max_position_embeddings,
                       type_vocab_size=self.type_vocab_size, dropout=self.dropout_rate,
                       attention_dropout=self.attention_dropout, initializer_range=self.initializer_range,
-                      layer_norm_epsilon=self.layer_norm_epsilon, gdes_embeddings=self.gdes_embeddings)
+                      layer_norm_epsilon=self.layer_norm_epsilon, gdes_embeddings=self.gdes_embeddings,
+                      causal=self.causal)
         return config

@@ -29,6 +29,9 @@ class GeneratorHead(keras.layers.Layer):
     small. Call with the generator's sequence output [batch, seq, Hg], positions [batch, n] and the tied
     word table [V, E]; returns float32 logits [batch, n, V]. The vocabulary matmul runs in the compute
     dtype (bfloat16 under mixed precision); the bias add and everything after it in float32.
+
+    With positions None every position goes through it ([batch, seq, V]): Electric's cloze head, the
+    same layers under the TF1 scope `cloze_predictions` (the original's get_token_logits).
     """
 
     def __init__(self, vocab_size, embedding_size, initializer_range=0.02, layer_norm_epsilon=1e-12,
@@ -52,7 +55,9 @@ class GeneratorHead(keras.layers.Layer):
         self.built = True
 
     def call(self, sequence_output, positions, embedding_table):
-        hidden = self.layer_norm(self.dense(gather_positions(sequence_output, positions)))
+        if positions is not None:
+            sequence_output = gather_positions(sequence_output, positions)
+        hidden = self.layer_norm(self.dense(sequence_output))
         logits = ops.einsum("bne,ve->bnv", ops.cast(hidden, self.compute_dtype),
                             ops.cast(embedding_table, self.compute_dtype))
         return ops.add(ops.cast(logits, "float32"), ops.cast(self.output_bias, "float32"))

@@ -56,22 +56,20 @@ def tf1_name_map(pretrainer):
 
     Shared embeddings are named once, under the discriminator's scope "electra"; untied generator
     embeddings read `generator/embeddings/...`. The MLM-only model is "electra" + generator_predictions.
+    Electric's two-tower generator is `generator_ltr/...` and `generator_rtl/...` (untied embeddings: each
+    tower's own `generator_{ltr,rtl}/embeddings/...`) with the head `cloze_predictions/...`.
     """
     names = {}
     seen_embeddings = []
-    seen_encoders = []
-    for encoder in (pretrainer.discriminator, pretrainer.generator):
-        if encoder is None or any(encoder is seen for seen in seen_encoders):
-            continue
-        seen_encoders.append(encoder)
+    for encoder in pretrainer.encoders():
         owns = not any(encoder.embeddings is seen for seen in seen_embeddings)
         seen_embeddings.append(encoder.embeddings)
         names.update(encoder_name_map(encoder, include_embeddings=owns))
     head = pretrainer.generator_head
-    if head is not None:
-        names.update(_dense("generator_predictions/dense", head.dense))
-        names.update(_layer_norm("generator_predictions/LayerNorm", head.layer_norm))
-        names["generator_predictions/output_bias"] = head.output_bias
+    if head is not None:  # generator_predictions, or cloze_predictions (the layer's name is its TF1 scope)
+        names.update(_dense(f"{head.name}/dense", head.dense))
+        names.update(_layer_norm(f"{head.name}/LayerNorm", head.layer_norm))
+        names[f"{head.name}/output_bias"] = head.output_bias
     head = pretrainer.discriminator_head
     if head is not None:
         names.update(_dense("discriminator_predictions/dense", head.dense))

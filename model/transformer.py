@@ -15,11 +15,13 @@ class TransformerLayer(keras.layers.Layer):
     """Call with hidden [batch, seq, hidden] and input_mask [batch, seq]; returns [batch, seq, hidden].
 
     `dtype` (a Keras dtype policy) reaches every sublayer but the two LayerNorms, which stay float32.
+    `causal`: None, "ltr" or "rtl", the direction of the self-attention (model/attention.py).
     """
 
     def __init__(self, hidden_size, num_heads, intermediate_size, dropout=0.1, attention_dropout=0.1,
-                 initializer_range=0.02, layer_norm_epsilon=1e-12, **kwargs):
+                 initializer_range=0.02, layer_norm_epsilon=1e-12, causal=None, **kwargs):
         super().__init__(**kwargs)
+        self.causal = causal
         self.hidden_size = hidden_size
         self.num_heads = num_heads
         self.intermediate_size = intermediate_size
@@ -29,7 +31,8 @@ class TransformerLayer(keras.layers.Layer):
         self.layer_norm_epsilon = layer_norm_epsilon
         init = truncated_normal(initializer_range)
         self.attention_self = SelfAttention(hidden_size, num_heads, attention_dropout,
-                                            initializer_range, dtype=self.dtype_policy, name="self")
+                                            initializer_range, causal=causal, dtype=self.dtype_policy,
+                                            name="self")
         self.attention_output_dense = keras.layers.Dense(hidden_size, kernel_initializer=init,
                                                          dtype=self.dtype_policy, name="dense")
         self.attention_output_layer_norm = layer_norm("LayerNorm", layer_norm_epsilon)
@@ -74,5 +77,5 @@ class TransformerLayer(keras.layers.Layer):
                       intermediate_size=self.intermediate_size, dropout=self.dropout_rate,
                       attention_dropout=self.attention_dropout,
                       initializer_range=self.initializer_range,
-                      layer_norm_epsilon=self.layer_norm_epsilon)
+                      layer_norm_epsilon=self.layer_norm_epsilon, causal=self.causal)
         return config

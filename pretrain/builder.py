@@ -11,10 +11,12 @@ import keras
 from model.embeddings import BertEmbeddings
 from model.encoder import BertEncoder
 from model.optimizers import create_optimizer
+from model.two_tower import TwoTowerEncoder
 from pretrain.pretrainer import ElectraPretrainer
 
 DISCRIMINATOR_NAME = "electra"
 GENERATOR_NAME = "generator"
+TOWER_NAMES = {"ltr": "generator_ltr", "rtl": "generator_rtl"}  # the original's two-tower scopes
 
 
 def shared_embeddings(model_config, dtype=None):
@@ -30,7 +32,9 @@ def build_encoders(config, dtype=None):
     ELECTRA: a narrower generator sharing every embedding with the discriminator (or its own with
     untied_generator_embeddings; or the discriminator's stop-gradient view plus a residual under
     gdes_embeddings); untied_generator=False makes the generator the discriminator itself;
-    uniform_generator has no generator network. MLM-only: one full-size model named "electra".
+    uniform_generator has no generator network; two_tower_generator (Electric) builds two causal towers of
+    the generator's size, generator_ltr and generator_rtl, sharing the embeddings unless
+    untied_generator_embeddings gives each its own. MLM-only: one full-size model named "electra".
     """
     model_config = config.model_config()
     if not config.electra_objective:
@@ -47,6 +51,11 @@ def build_encoders(config, dtype=None):
     generator_embeddings = None if config.untied_generator_embeddings else embeddings
     if generator_embeddings is not None:
         generator_config = dataclasses.replace(generator_config, embedding_size=model_config.embedding_size)
+    if config.two_tower_generator:
+        ltr, rtl = (BertEncoder.from_model_config(generator_config, name=TOWER_NAMES[direction],
+                                                  embeddings=generator_embeddings, causal=direction, dtype=dtype)
+                    for direction in ("ltr", "rtl"))
+        return TwoTowerEncoder(ltr, rtl, dtype=dtype), discriminator
     generator = BertEncoder.from_model_config(generator_config, name=GENERATOR_NAME,
                                               embeddings=generator_embeddings, dtype=dtype)
     return generator, discriminator
@@ -67,7 +76,8 @@ def build_pretrainer(config, dtype=None):
         disc_weight=config.disc_weight, temperature=config.temperature,
         disallow_correct=config.disallow_correct, uniform_generator=config.uniform_generator,
         electra_objective=config.electra_objective, dedup_masking=config.dedup_masking,
-        vocab_size=config.vocab_size, seed=config.seed, dtype=dtype)
+        electric_objective=config.electric_objective, vocab_size=config.vocab_size, seed=config.seed,
+        dtype=dtype)
 
 
 def build_optimizer(config):

@@ -10,8 +10,9 @@ from keras import ops
 
 from pretrain.sampling import argmax_last_axis
 
-RATIO_METRICS = ("masked_lm_accuracy", "masked_lm_loss", "sampled_masked_lm_accuracy", "disc_loss",
-                 "disc_accuracy", "disc_precision", "disc_recall")
+ELECTRA_RATIO_METRICS = ("masked_lm_accuracy", "masked_lm_loss", "sampled_masked_lm_accuracy", "disc_loss",
+                         "disc_accuracy", "disc_precision", "disc_recall")
+RATIO_METRICS = ELECTRA_RATIO_METRICS + ("cloze_loss",)  # cloze_loss: two-tower (Electric) generators
 AUC_NUM_THRESHOLDS = 200
 _AUC_KEPSILON = 1e-7
 _AUC_EPSILON = 1e-6
@@ -41,6 +42,14 @@ def mlm_stats(nll, logits, target_ids, weights, sampled_ids=None):
     if sampled_ids is not None:
         correct = ops.cast(ops.equal(ops.cast(sampled_ids, "int32"), target_ids), "float32")
         _ratio_stat(stats, "sampled_masked_lm_accuracy", ops.sum(weights * correct), total)
+    return stats
+
+
+def cloze_stats(terms):
+    """A two-tower generator's training loss over every candidate token (ours to log; the original
+    reports masked_lm_loss only, the same softmax at the masked slots)."""
+    stats = {}
+    _ratio_stat(stats, "cloze_loss", terms.numerator, terms.denominator)
     return stats
 
 
@@ -95,8 +104,8 @@ def finalize_metrics(stats, gen_weight=1.0, disc_weight=50.0):
         results["disc_auc"] = roc_auc(values["disc_auc/true_positives"], values["disc_auc/false_positives"],
                                       values["disc_auc/positives"], values["disc_auc/negatives"])
     if "masked_lm_loss" in results:
-        mlm = float(values["masked_lm_loss/numerator"]) / (
-            float(values["masked_lm_loss/denominator"]) + 1e-6)
+        generator = "cloze_loss" if "cloze_loss" in results else "masked_lm_loss"  # what the step trained
+        mlm = float(values[f"{generator}/numerator"]) / (float(values[f"{generator}/denominator"]) + 1e-6)
         total = gen_weight * mlm
         if "disc_loss" in results:
             total += disc_weight * float(values["disc_loss/numerator"]) / (
@@ -149,8 +158,9 @@ class HistogramAUC(keras.metrics.Metric):
 class PretrainingMetrics:
     """The Keras-metric view of the statistics (for fit/evaluate): one metric per original name."""
 
-    def __init__(self, electra_objective=True):
-        names = RATIO_METRICS if electra_objective else ("masked_lm_accuracy", "masked_lm_loss")
+    def __init__(self, electra_objective=True, cloze=False):
+        names = ELECTRA_RATIO_METRICS if electra_objective else ("masked_lm_accuracy", "masked_lm_loss")
+        names += ("cloze_loss",) if cloze else ()
         self.ratio_metrics = [RatioMetric(name) for name in names]
         self.auc = HistogramAUC() if electra_objective else None
 

@@ -7,22 +7,32 @@ is deterministic given that generator's state (plus the dropout layers' seed gen
 import keras
 from keras import ops
 
-from model.heads import DiscriminatorHead, GeneratorHead
-from pretrain import losses, masking, metrics, sampling
+from model.heads import DiscriminatorHead, GeneratorHead, gather_positions
+from model.two_tower import TwoTowerEncoder
+from pretrain import electric, losses, masking, metrics, sampling
 from pretrain.outputs import FakedData, HeadOutput, PretrainingOutputs
+
+CLOZE_HEAD_NAME = "cloze_predictions"  # the original's scope of the two-tower generator's head
 
 
 class ElectraPretrainer(keras.Model):
-    """ELECTRA replaced-token detection, or (electra_objective=False) MLM only.
+    """ELECTRA replaced-token detection, Electric (electric_objective=True), or (electra_objective=False)
+    MLM only.
 
     Args:
       generator: a BertEncoder for the MLM generator (MLM-only: the main model, named "electra"); None
         with uniform_generator. Pass the discriminator itself for the original's untied_generator=False.
+        A model.two_tower.TwoTowerEncoder makes it the original's two-tower cloze generator: it reads the
+        unmasked input, its head (`cloze_predictions`) predicts every position, and its loss is the
+        softmax cross-entropy over every candidate token (docs/reproduction.md#electric).
       discriminator: a BertEncoder named "electra"; None for the MLM-only objective.
       mask_prob, max_predictions_per_seq: the masking rule (N slots per sequence).
       mask_token_id, cls_token_id, sep_token_id: from the vocabulary; [CLS]/[SEP]/[MASK] are never masked.
       gen_weight, disc_weight: total = gen_weight · MLM + disc_weight · RTD.
       temperature, disallow_correct, uniform_generator, dedup_masking: the original's options (dedup is ours).
+      electric_objective: Electric's noise-contrastive discriminator (needs a two-tower generator): its
+        logit is the energy head's output + stop_gradient(log q(token)) + log(mask_prob / (1 - mask_prob)),
+        and every position a sample was written to is labelled fake, even when the sample is the original.
       vocab_size: needed only with uniform_generator and no generator.
       seed: seeds the masking/sampling SeedGenerator.
       dtype: the Keras dtype policy of the heads (build the encoders with the same one); losses and
@@ -35,10 +45,17 @@ class ElectraPretrainer(keras.Model):
     def __init__(self, generator, discriminator, *, mask_prob=0.15, max_predictions_per_seq=19,
                  mask_token_id=103, cls_token_id=101, sep_token_id=102, gen_weight=1.0, disc_weight=50.0,
                  temperature=1.0, disallow_correct=False, uniform_generator=False, electra_objective=True,
-                 dedup_masking=False, vocab_size=None, seed=None, name="electra_pretrainer", **kwargs):
+                 dedup_masking=False, electric_objective=False, vocab_size=None, seed=None,
+                 name="electra_pretrainer", **kwargs):
         super().__init__(name=name, **kwargs)
         if electra_objective and discriminator is None:
             raise ValueError("the ELECTRA objective needs a discriminator")
+        self.two_tower = isinstance(generator, TwoTowerEncoder)
+        if electric_objective and not (self.two_tower and electra_objective):
+            raise ValueError("the Electric objective needs a discriminator and a two-tower generator")
+        if self.two_tower and not electra_objective:
+            raise ValueError("a two-tower generator needs a discriminator (the original has no MLM-only "
+                             "two-tower objective)")
         if generator is None and not uniform_generator:
             raise ValueError("a generator is required unless uniform_generator=True")
         if not electra_objective and uniform_generator:
@@ -56,6 +73,7 @@ class ElectraPretrainer(keras.Model):
         self.uniform_generator = uniform_generator
         self.electra_objective = electra_objective
         self.dedup_masking = dedup_masking
+        self.electric_objective = electric_objective
         reference = generator if generator is not None else discriminator
         self.vocab_size = vocab_size or reference.vocab_size
         self.seed_generator = keras.random.SeedGenerator(seed, name="masking_seed_generator")
@@ -63,18 +81,28 @@ class ElectraPretrainer(keras.Model):
         if not uniform_generator:
             self.generator_head = GeneratorHead(
                 self.vocab_size, generator.embedding_size, generator.initializer_range,
-                generator.layer_norm_epsilon, dtype=self.dtype_policy, name="generator_predictions")
+                generator.layer_norm_epsilon, dtype=self.dtype_policy,
+                name=CLOZE_HEAD_NAME if self.two_tower else "generator_predictions")
         self.discriminator_head = None
         if self.discriminator is not None:
             self.discriminator_head = DiscriminatorHead(
                 self.discriminator.hidden_size, self.discriminator.initializer_range,
                 dtype=self.dtype_policy, name="discriminator_predictions")
-        self.metric_trackers = metrics.PretrainingMetrics(electra_objective)
+        self.metric_trackers = metrics.PretrainingMetrics(electra_objective, cloze=self.two_tower)
         self._build_networks()
+
+    def encoders(self):
+        """Every BertEncoder once: the discriminator, then the generator (or its ltr and rtl towers)."""
+        found = []
+        for network in (self.discriminator, self.generator):
+            for encoder in getattr(network, "towers", (network,)):
+                if encoder is not None and not any(encoder is seen for seen in found):
+                    found.append(encoder)
+        return found
 
     def _build_networks(self):
         """Builds outside any model scope, shared embeddings first under the discriminator's name."""
-        networks = [n for n in (self.discriminator, self.generator) if n is not None]
+        networks = self.encoders()
         for network in networks:
             if not network.embeddings.built:
                 with keras.name_scope(network.name):
@@ -82,6 +110,8 @@ class ElectraPretrainer(keras.Model):
         for network in networks:
             if not network.built:
                 network.build()
+        if self.two_tower and not self.generator.built:
+            self.generator.build()
         if self.generator_head is not None:
             self.generator_head.build((None, None, self.generator.hidden_size))
         if self.discriminator_head is not None:
@@ -100,20 +130,42 @@ class ElectraPretrainer(keras.Model):
     def loss_denominators(self, inputs):
         """{"mlm", "rtd"}: this batch's loss denominators, a pure function of the batch (no randomness).
 
-        All-reduce (SUM) them across replicas before the step and pass the result to compute_losses.
+        "mlm" is the generator loss's: the masked slots, or with a two-tower generator the candidate
+        tokens (its cloze loss covers every one). All-reduce (SUM) them across replicas before the step
+        and pass the result to compute_losses.
         """
-        weights = masking.slot_weights(
-            ops.cast(inputs["input_ids"], "int32"), inputs["input_mask"], mask_prob=self.mask_prob,
-            max_predictions=self.max_predictions_per_seq, special_token_ids=self.special_token_ids,
-            dedup=self.dedup_masking)
-        return {"mlm": ops.sum(weights), "rtd": ops.sum(ops.cast(inputs["input_mask"], "float32"))}
+        input_ids = ops.cast(inputs["input_ids"], "int32")
+        if self.two_tower:
+            weights = masking.candidate_mask(input_ids, inputs["input_mask"], self.special_token_ids)
+        else:
+            weights = masking.slot_weights(
+                input_ids, inputs["input_mask"], mask_prob=self.mask_prob,
+                max_predictions=self.max_predictions_per_seq, special_token_ids=self.special_token_ids,
+                dedup=self.dedup_masking)
+        return {"mlm": ops.sum(ops.cast(weights, "float32")),
+                "rtd": ops.sum(ops.cast(inputs["input_mask"], "float32"))}
+
+    def cloze_logits(self, inputs, training=False):
+        """A two-tower generator's float32 [batch, seq, V] logits at every position of `inputs`
+        ({"input_ids", "input_mask", "segment_ids"}); position t's never depend on token t."""
+        sequence = self.generator(inputs, training=training)
+        return self.generator_head(sequence, None, self.generator.embedding_table)
+
+    def energies(self, inputs, training=False):
+        """Electric: the energy head's float32 [batch, seq] output on `inputs` (the discriminator alone)."""
+        sequence = self.discriminator(
+            {key: inputs[key] for key in ("input_ids", "input_mask", "segment_ids")}, training=training)
+        return self.discriminator_head(sequence)
 
     def generator_logits(self, masked_inputs, segment_inputs, training):
-        """float32 [batch, N, V] logits at the masked slots."""
+        """float32 [batch, N, V] logits at the masked slots (a two-tower generator reads the ids given)."""
         positions = masked_inputs["masked_lm_positions"]
         if self.uniform_generator:
             return sampling.uniform_generator_logits(ops.shape(positions)[0], ops.shape(positions)[1],
                                                      self.vocab_size)
+        if self.two_tower:
+            logits = self.cloze_logits({"input_ids": masked_inputs["input_ids"], **segment_inputs}, training)
+            return gather_positions(logits, positions)
         sequence = self.generator(
             {"input_ids": masked_inputs["input_ids"], "input_mask": segment_inputs["input_mask"],
              "segment_ids": segment_inputs["segment_ids"]}, training=training)
@@ -133,7 +185,8 @@ class ElectraPretrainer(keras.Model):
 
         Returns PretrainingOutputs (pretrain/outputs.py): total_loss (differentiable), stats (metric
         sufficient statistics, sums to all-reduce), masked_inputs, the generator's and the
-        discriminator's logits and losses, and the faked input the discriminator saw.
+        discriminator's logits and losses, and the faked input the discriminator saw (a two-tower
+        generator adds its cloze logits and loss; Electric the energies).
         """
         input_ids = ops.cast(inputs["input_ids"], "int32")
         input_mask = ops.cast(inputs["input_mask"], "int32")
@@ -144,14 +197,24 @@ class ElectraPretrainer(keras.Model):
         weights = masked_inputs["masked_lm_weights"]
         target_ids = masked_inputs["masked_lm_ids"]
 
-        mlm_logits = self.generator_logits(masked_inputs, segment_inputs, training)
+        cloze = None
+        if self.two_tower:  # the cloze model reads the unmasked input; the masked slots are a view of it
+            cloze_logits = self.cloze_logits({"input_ids": input_ids, **segment_inputs}, training)
+            candidates = masking.candidate_mask(input_ids, input_mask, self.special_token_ids)
+            cloze_terms = losses.masked_lm_loss_terms(cloze_logits, input_ids, ops.cast(candidates, "float32"))
+            cloze = HeadOutput(cloze_logits, losses.ratio(cloze_terms.numerator, cloze_terms.denominator),
+                               cloze_terms)
+            mlm_logits = gather_positions(cloze_logits, masked_inputs["masked_lm_positions"])
+        else:
+            mlm_logits = self.generator_logits(masked_inputs, segment_inputs, training)
         mlm_terms = losses.masked_lm_loss_terms(mlm_logits, target_ids, weights)
         mlm = HeadOutput(mlm_logits, losses.ratio(mlm_terms.numerator, mlm_terms.denominator), mlm_terms)
-        mlm_denominator = mlm_terms.denominator if denominators is None else denominators["mlm"]
+        generator_terms = cloze.terms if cloze is not None else mlm_terms
+        mlm_denominator = generator_terms.denominator if denominators is None else denominators["mlm"]
 
         if not self.electra_objective:
             return PretrainingOutputs(
-                total_loss=losses.combine_losses(mlm_terms.numerator, mlm_denominator, self.gen_weight),
+                total_loss=losses.combine_losses(generator_terms.numerator, mlm_denominator, self.gen_weight),
                 stats=metrics.mlm_stats(mlm_terms.per_token, mlm_logits, target_ids, weights),
                 masked_inputs=masked_inputs, mlm=mlm)
 
@@ -160,20 +223,28 @@ class ElectraPretrainer(keras.Model):
             sampled_ids = sampling.sample_tokens(mlm_logits, seed_generator or self.seed_generator,
                                                  self.temperature, disallow)
         fake_ids, labels = sampling.corrupt_inputs(input_ids, sampled_ids,
-                                                   masked_inputs["masked_lm_positions"])
+                                                   masked_inputs["masked_lm_positions"],
+                                                   every_written_is_fake=self.electric_objective)
         sequence = self.discriminator({"input_ids": fake_ids, **segment_inputs}, training=training)
         disc_logits = self.discriminator_head(sequence)
+        energies = None
+        if self.electric_objective:
+            energies = disc_logits
+            disc_logits = electric.discriminator_logits(energies, cloze.logits, fake_ids, self.mask_prob)
         rtd = losses.replaced_token_loss_terms(disc_logits, labels, input_mask)
         rtd_denominator = rtd.denominator if denominators is None else denominators["rtd"]
 
         stats = metrics.mlm_stats(mlm_terms.per_token, mlm_logits, target_ids, weights, sampled_ids)
         stats.update(metrics.discriminator_stats(disc_logits, labels, input_mask, rtd.per_token))
+        if cloze is not None:
+            stats.update(metrics.cloze_stats(cloze.terms))
         return PretrainingOutputs(
-            total_loss=losses.combine_losses(mlm_terms.numerator, mlm_denominator, self.gen_weight,
+            total_loss=losses.combine_losses(generator_terms.numerator, mlm_denominator, self.gen_weight,
                                              self.disc_weight, rtd.numerator, rtd_denominator),
             stats=stats, masked_inputs=masked_inputs, mlm=mlm,
             fake=FakedData(fake_ids, labels, sampled_ids),
-            disc=HeadOutput(disc_logits, losses.ratio(rtd.numerator, rtd.denominator), rtd))
+            disc=HeadOutput(disc_logits, losses.ratio(rtd.numerator, rtd.denominator), rtd),
+            cloze=cloze, energies=energies)
 
     def train_loss_and_stats(self, inputs, denominators=None, seed_generator=None):
         """For a custom (distributed) loop: (total_loss, stats) of one training step.
@@ -221,5 +292,5 @@ class ElectraPretrainer(keras.Model):
                        "disc_weight": self.disc_weight, "temperature": self.temperature,
                        "disallow_correct": self.disallow_correct, "uniform_generator": self.uniform_generator,
                        "electra_objective": self.electra_objective, "dedup_masking": self.dedup_masking,
-                       "vocab_size": self.vocab_size})
+                       "electric_objective": self.electric_objective, "vocab_size": self.vocab_size})
         return config

@@ -40,13 +40,14 @@ def uniform_generator_logits(batch, num_predictions, vocab_size):
     return ops.zeros((batch, num_predictions, vocab_size), dtype="float32")
 
 
-def corrupt_inputs(input_ids, sampled_ids, positions):
+def corrupt_inputs(input_ids, sampled_ids, positions, every_written_is_fake=False):
     """Puts samples into every chosen position; returns (fake input_ids, labels int32 [batch, seq]).
 
     A label is 1 (fake) where a position was written AND the token differs from the original: a
-    correctly sampled token counts as real.
+    correctly sampled token counts as real. With `every_written_is_fake` (Electric, whose noise-contrastive
+    loss counts a sample as noise whatever it drew) every written position is 1.
     """
     input_ids = ops.cast(input_ids, "int32")
     fake_ids, written = scatter_update(input_ids, sampled_ids, positions)
-    labels = written * ops.cast(ops.not_equal(fake_ids, input_ids), "int32")
+    labels = written if every_written_is_fake else written * ops.cast(ops.not_equal(fake_ids, input_ids), "int32")
     return ops.stop_gradient(fake_ids), labels

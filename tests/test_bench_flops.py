@@ -45,6 +45,23 @@ def test_tiny_config_by_hand():
     assert flops.train_flops_per_sequence(config) == 3 * (generator + discriminator)
 
 
+def test_electric_counts_both_towers_and_the_cloze_head_at_every_position():
+    config = tiny_config(electric_objective=True)  # towers: H 16 = E 16, F 64, 2 layers; S 16, V 60
+    s, v, e, hg = 16, 60, 16, 16
+    tower = 2 * (4 * 2 * s * hg * hg + 2 * 2 * s * s * hg + 2 * 2 * s * hg * 64)
+    discriminator = 2 * s * e * 32 + 2 * (4 * 2 * s * 32 * 32 + 2 * 2 * s * s * 32 + 2 * 2 * s * 32 * 64)
+    discriminator += 2 * s * 32 * 32 + 2 * s * 32
+    cloze_head = 2 * s * (2 * hg) * e + 2 * s * e * v
+    breakdown = flops.config_breakdown(config)
+    assert flops.forward_flops(breakdown) == 2 * tower + cloze_head + discriminator
+    assert {t for t, _ in breakdown} == {"generator_ltr", "generator_rtl", "cloze head", "discriminator"}
+    # at Small's size the two towers and the full-sequence vocabulary projection cost more than ELECTRA
+    small = {"model_size": "electra_small", "max_seq_length": 128}
+    ratio = (flops.train_flops_per_sequence(PretrainingConfig.create({**small, "electric_objective": True}))
+             / flops.train_flops_per_sequence(PretrainingConfig.create(small)))
+    assert 1.3 < ratio < 1.5, ratio
+
+
 DIRECT_SCRIPT = textwrap.dedent('''
     import json
     from bench import flops
@@ -54,7 +71,8 @@ DIRECT_SCRIPT = textwrap.dedent('''
     for name, config in {"tiny": tiny_config(),
                          "tiny_small_generator": tiny_config(generator_hidden_size=0.25),
                          "tiny_full_generator": tiny_config(generator_hidden_size=1.0),
-                         "tiny_mlm_only": tiny_config(electra_objective=False)}.items():
+                         "tiny_mlm_only": tiny_config(electra_objective=False),
+                         "tiny_electric": tiny_config(electric_objective=True)}.items():
         results[name] = [flops.direct_forward_flops(config),
                          flops.forward_flops(flops.config_breakdown(config))]
     print("RESULTS" + json.dumps(results))
@@ -64,7 +82,7 @@ DIRECT_SCRIPT = textwrap.dedent('''
 def test_formula_matches_the_matmuls_the_model_runs():
     """Every dot_general of the real model's traced training forward pass, summed, equals the formula."""
     results = run_script_under_jax(DIRECT_SCRIPT, REPO_ROOT)
-    assert set(results) == {"tiny", "tiny_small_generator", "tiny_full_generator", "tiny_mlm_only"}
+    assert set(results) == {"tiny", "tiny_small_generator", "tiny_full_generator", "tiny_mlm_only", "tiny_electric"}
     for name, (direct, analytic) in results.items():
         assert direct == analytic, (name, direct, analytic)
     assert TINY_HPARAMS["max_seq_length"] == 16

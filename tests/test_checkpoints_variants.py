@@ -9,7 +9,8 @@ import pytest
 
 from tests.test_model_fixtures import VOCAB_SIZE, tiny_config
 
-SHAPE_FLAGS = ("electra_objective", "untied_generator", "untied_generator_embeddings", "gdes_embeddings")
+SHAPE_FLAGS = ("electra_objective", "untied_generator", "untied_generator_embeddings", "gdes_embeddings",
+               "two_tower_generator", "electric_objective")
 
 
 @pytest.fixture(scope="module")
@@ -55,6 +56,8 @@ VARIANTS = {
     "untied_generator_embeddings": {"untied_generator_embeddings": True},
     "mlm_only": {"electra_objective": False},
     "generator_is_discriminator": {"untied_generator": False},
+    "electric": {"electric_objective": True},
+    "electric_untied_generator_embeddings": {"electric_objective": True, "untied_generator_embeddings": True},
 }
 
 
@@ -68,6 +71,25 @@ def test_tf1_round_trip_of_variant(tmp_path, tokenizer, variant):
     original = weights(model.pretrainer)
     assert {k: v.tolist() for k, v in weights(imported).items()} == {k: v.tolist() for k, v in original.items()}
     assert [getattr(config, flag) for flag in SHAPE_FLAGS] == [getattr(model.config, flag) for flag in SHAPE_FLAGS]
+
+
+def test_electric_tf1_export_without_its_config_is_inferred_from_the_tensors(tmp_path, tokenizer):
+    """generator_ltr/ + generator_rtl/ + cloze_predictions/ → electric_objective (the original builds two
+    towers for Electric only); the HF export holds the discriminator alone (no Hugging Face class for the
+    towers)."""
+    from checkpoints.exporters import export_hf, export_tf1
+    from checkpoints.importer import import_weights, open_source
+    from checkpoints.tf1 import CONFIG_COPY
+
+    model = model_folder(tmp_path, tokenizer, electric_objective=True)
+    export_tf1(model, tmp_path / "tf1")
+    (tmp_path / "tf1" / CONFIG_COPY).unlink()
+    config, imported = import_weights(open_source(tmp_path / "tf1"), tmp_path / "models" / "inferred", tokenizer,
+                                      say=lambda _: None)
+    assert config.electric_objective and config.two_tower_generator
+    original, back = weights(model.pretrainer), weights(imported)
+    assert set(back) == set(original) and all(np.array_equal(original[k], back[k]) for k in original)
+    assert export_hf(model, tmp_path / "hf") == ["discriminator"]
 
 
 def test_hf_round_trip_of_untied_generator_embeddings(tmp_path, tokenizer):

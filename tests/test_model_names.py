@@ -68,6 +68,28 @@ def test_mlm_only_names_are_electra_plus_generator_predictions():
     assert set(names) == expected
 
 
+CLOZE_HEAD = {"cloze_predictions/dense/kernel", "cloze_predictions/dense/bias", "cloze_predictions/LayerNorm/gamma",
+              "cloze_predictions/LayerNorm/beta", "cloze_predictions/output_bias"}
+
+
+@pytest.mark.parametrize("untied_embeddings", [False, True])
+def test_electric_names_are_the_two_towers_and_cloze_predictions(untied_embeddings):
+    """The original's scopes: generator_ltr/, generator_rtl/ (the shared electra/embeddings, or each tower's
+    own), cloze_predictions/ on the two towers' concatenated outputs [2·Hg → E]; no generator/ and no
+    generator_predictions/."""
+    model = tiny_pretrainer(electric_objective=True, untied_generator_embeddings=untied_embeddings)
+    names = tf1_name_map(model)
+    expected = {n for n in expected_electra() if n.split("/")[0] in ("electra", "discriminator_predictions")}
+    expected |= tower("generator_ltr", 2, project=False) | tower("generator_rtl", 2, project=False) | CLOZE_HEAD
+    if untied_embeddings:
+        expected |= {f"generator_{d}/embeddings/{e}" for d in ("ltr", "rtl") for e in EMBEDDINGS}
+    assert set(names) == expected
+    assert len({id(v) for v in names.values()}) == len(model.weights) == len(names)
+    assert all(variable.path == name for name, variable in names.items())
+    assert tuple(names["cloze_predictions/dense/kernel"].shape) == (2 * 16, 16)
+    assert tuple(names["cloze_predictions/output_bias"].shape) == (VOCAB_SIZE,)
+
+
 def test_gdes_adds_only_the_residual_table():
     names = tf1_name_map(tiny_pretrainer(gdes_embeddings=True))
     assert set(names) == expected_electra() | {"electra/embeddings/word_embeddings_delta"}

@@ -5,8 +5,8 @@ import tensorflow as tf
 
 from data.progress import format_duration
 
-CONSOLE_METRICS = (("loss", "total_loss", 3), ("mlm_loss", "masked_lm_loss", 3), ("disc_loss", "disc_loss", 4),
-                   ("mlm_acc", "masked_lm_accuracy", 3), ("disc_auc", "disc_auc", 3))
+CONSOLE_METRICS = (("loss", "total_loss", 3), ("cloze_loss", "cloze_loss", 3), ("mlm_loss", "masked_lm_loss", 3),
+                   ("disc_loss", "disc_loss", 4), ("mlm_acc", "masked_lm_accuracy", 3), ("disc_auc", "disc_auc", 3))
 
 
 def train_line(step, total_steps, metrics, steps_per_second, tokens_per_second):
@@ -20,8 +20,8 @@ def train_line(step, total_steps, metrics, steps_per_second, tokens_per_second):
 
 
 def eval_line(step, metrics, num_batches):
-    keys = ("total_loss", "masked_lm_loss", "masked_lm_accuracy", "disc_loss", "disc_auc", "disc_accuracy",
-            "disc_precision", "disc_recall")
+    keys = ("total_loss", "cloze_loss", "masked_lm_loss", "masked_lm_accuracy", "disc_loss", "disc_auc",
+            "disc_accuracy", "disc_precision", "disc_recall")
     values = ", ".join(f"{key} {metrics[key]:.4f}" for key in keys if key in metrics)
     return f"eval at step {step} ({num_batches} batches): {values}"
 

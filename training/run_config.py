@@ -15,7 +15,7 @@ from training import model_folder
 
 # What must agree between a saved run and the resumed one (the variables' shapes and meaning).
 SHAPE_FIELDS = ("electra_objective", "uniform_generator", "untied_generator", "untied_generator_embeddings",
-                "gdes_embeddings", "vocab_size", "max_seq_length")
+                "gdes_embeddings", "two_tower_generator", "electric_objective", "vocab_size", "max_seq_length")
 
 
 def resolve_config(model_name, hparams, data_dir):

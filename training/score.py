@@ -1,0 +1,186 @@
+"""Score texts with an Electric model: a pseudo-log-likelihood estimate of each text in one forward pass.
+
+    python -m training.score --model-name electric_small "the cat sat on the mat ." "the mat sat on the cat ."
+    python -m training.score --model-name electric_small --file sentences.txt     # one text per line
+    cat sentences.txt | python -m training.score --model-name electric_small     # stdin when no text is given
+    python -m training.score --model-name electric_small --file sentences.txt --json > scores.jsonl
+
+Reads the model folder run_pretraining.py wrote with --hparams '{"electric_objective": true}'
+(<data-dir>/models/<model-name>/, its latest checkpoint). Electric's discriminator gives every token an
+energy E(x)_t, with exp(-E) proportional to p(x_t | the other tokens) (docs/reproduction.md#electric); a
+text's score is -Σ E over its own tokens ([CLS] and [SEP] are read but not summed). Higher is more likely.
+Only the discriminator runs: one forward pass per batch of --batch-size texts, no sampling, no generator.
+
+Output, one line per text in input order: the score, the text, and each WordPiece token with its energy
+(`score<TAB>text<TAB>token=energy …`); --json prints one JSON object per line instead. A text longer than
+the model's max_seq_length is cut (a note on stderr says so, and "truncated" in JSON). Progress with rate
+and ETA goes to stderr on long inputs. A model that was not trained with the Electric objective is refused
+with one line (exit code 2): an ELECTRA discriminator's logits are not energies.
+"""
+import argparse
+import json
+import os
+import pathlib
+import sys
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # before TensorFlow is imported anywhere
+os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+
+import numpy as np  # noqa: E402
+
+from common.errors import InputError, exit_on_input_error  # noqa: E402
+from data import paths  # noqa: E402
+from data.progress import ProgressLine  # noqa: E402
+
+DEFAULT_BATCH_SIZE = 64
+PROGRESS_MIN_TEXTS = 1000  # fewer texts than this finish before a progress line would help
+
+
+def check_electric(config, name):
+    if not config.electric_objective:
+        raise InputError(f"--model-name {name}: not an Electric model (its config.json has electric_objective "
+                         "false), so its discriminator gives replaced-token logits, not energies; score with a "
+                         "model pretrained with --hparams '{\"electric_objective\": true}'")
+
+
+class Scorer:
+    """An Electric model folder's discriminator, energy head and tokenizer (`path`: the folder, its latest
+    checkpoint, or a checkpoint prefix in it)."""
+
+    def __init__(self, path, name=None):
+        from data.tokenization import load_tokenizer
+        from training.model_folder import load_model_folder, read_config
+
+        path = pathlib.Path(path)
+        folder = path if path.is_dir() else path.parent
+        check_electric(read_config(folder), name or folder.name)  # before reading weights
+        self.folder = load_model_folder(path)
+        self.config = self.folder.config
+        self.pretrainer = self.folder.pretrainer
+        vocab = "spm_model" if self.folder.is_sentencepiece else "vocab_file"
+        self.tokenizer = load_tokenizer(**{vocab: self.folder.vocab_file}, lower_case=self.config.do_lower_case)
+        self.special_ids = (self.config.cls_token_id, self.config.sep_token_id, self.config.mask_token_id)
+
+    def inputs(self, id_lists):
+        """[CLS] ids [SEP], padded to the longest of the batch: int32 arrays [batch, length]."""
+        c = self.config
+        sequences = [[c.cls_token_id, *ids, c.sep_token_id] for ids in id_lists]
+        length = max(len(sequence) for sequence in sequences)
+        input_ids = np.zeros((len(sequences), length), np.int32)
+        input_mask = np.zeros((len(sequences), length), np.int32)
+        for row, sequence in enumerate(sequences):
+            input_ids[row, :len(sequence)] = sequence
+            input_mask[row, :len(sequence)] = 1
+        return {"input_ids": input_ids, "input_mask": input_mask, "segment_ids": np.zeros_like(input_ids)}
+
+    def energies(self, batch):
+        """(energies float32 [batch, length], weights float32 [batch, length]: 1 at the summed tokens)."""
+        from pretrain.masking import candidate_mask
+
+        energies = np.asarray(self.pretrainer.energies(batch, training=False), np.float32)
+        weights = np.asarray(candidate_mask(batch["input_ids"], batch["input_mask"], self.special_ids), np.float32)
+        return energies, weights
+
+    def score_texts(self, texts, batch_size=DEFAULT_BATCH_SIZE, progress=None):
+        """[{"text", "score", "tokens", "energies", "truncated"}] in input order; `progress` a ProgressLine."""
+        room = self.config.max_seq_length - 2
+        results = []
+        for start in range(0, len(texts), batch_size):
+            chunk = texts[start:start + batch_size]
+            full = self.tokenizer.encode_batch(chunk)
+            id_lists = [ids[:room] for ids in full]
+            if not all(len(ids) for ids in id_lists):
+                empty = start + next(i for i, ids in enumerate(id_lists) if not len(ids))
+                raise InputError(f"text {empty + 1} ({texts[empty]!r}) has no tokens the model reads; give each "
+                                 "text at least one word")
+            energies, weights = self.energies(self.inputs(id_lists))
+            scores = -np.sum(energies * weights, axis=-1)
+            for row, (text, ids) in enumerate(zip(chunk, id_lists)):
+                results.append({"text": text, "score": float(scores[row]),
+                                "tokens": self.tokenizer.convert_ids_to_tokens([int(i) for i in ids]),
+                                "energies": [float(e) for e in energies[row, 1:len(ids) + 1]],
+                                "truncated": len(full[row]) > room})
+            if progress is not None:
+                progress.update(len(results))
+        return results
+
+
+def read_texts(args):
+    """The arguments, else every non-empty line of --file (- or no --file: stdin)."""
+    if args.texts:
+        return list(args.texts)
+    if args.file is None or str(args.file) == "-":
+        lines = sys.stdin.read().splitlines()
+        where = "stdin"
+    else:
+        if not args.file.is_file():
+            raise InputError(f"--file {args.file}: no such file; pass a text file with one text per line")
+        try:
+            lines = args.file.read_text(encoding="utf-8").splitlines()
+        except UnicodeDecodeError as error:
+            raise InputError(f"--file {args.file}: not UTF-8 text ({error.reason} at byte {error.start}); save it "
+                             "as UTF-8") from None
+        where = f"--file {args.file}"
+    texts = [line for line in lines if line.strip()]
+    if not texts:
+        raise InputError(f"{where}: no text to score; write one text per line")
+    return texts
+
+
+def format_line(result):
+    tokens = " ".join(f"{token}={energy:.3f}" for token, energy in zip(result["tokens"], result["energies"]))
+    return f"{result['score']:.4f}\t{result['text']}\t{tokens}"
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("texts", nargs="*", help="texts to score (default: --file, else stdin)")
+    parser.add_argument("--model-name", required=True, help="the Electric model folder under <data-dir>/models/")
+    parser.add_argument("--data-dir", type=pathlib.Path, default=None,
+                        help=f"default ${paths.DATA_DIR_ENV} or ./{paths.DEFAULT_DATA_DIR}")
+    parser.add_argument("--file", type=pathlib.Path, default=None, help="one text per line (- reads stdin)")
+    parser.add_argument("--batch-size", type=int, default=DEFAULT_BATCH_SIZE, help="texts per forward pass")
+    parser.add_argument("--json", action="store_true", help="one JSON object per text instead of tab-separated")
+    args = parser.parse_args(argv)
+    if args.batch_size < 1:
+        parser.error("--batch-size must be at least 1")
+    if args.texts and args.file is not None:
+        parser.error("give texts as arguments or --file, not both")
+    return args
+
+
+@exit_on_input_error
+def main(argv=None, stdout=None):
+    from training.inspect import model_folder
+    from training.model_folder import read_config
+
+    args = parse_args(argv)
+    stdout = stdout or sys.stdout
+    data_dir = args.data_dir or paths.default_data_dir()
+    folder = model_folder(data_dir, args.model_name)
+    check_electric(read_config(folder), args.model_name)
+    texts = read_texts(args)
+    import keras
+    if keras.backend.backend() != "tensorflow":
+        raise InputError(f"KERAS_BACKEND={keras.backend.backend()}: training.score reads TensorFlow checkpoints and "
+                         "needs the tensorflow backend; unset KERAS_BACKEND")
+    scorer = Scorer(folder, args.model_name)
+    progress = None
+    if len(texts) >= PROGRESS_MIN_TEXTS:
+        progress = ProgressLine("scoring", len(texts),
+                                lambda done, elapsed: f"{done:,.0f}/{len(texts):,} texts, {done / elapsed:,.1f} texts/s")
+    results = scorer.score_texts(texts, args.batch_size, progress)
+    if progress is not None:
+        progress.finish(len(results))
+    for index, result in enumerate(results, 1):
+        if result["truncated"]:
+            print(f"note: text {index} is longer than {args.model_name}'s {scorer.config.max_seq_length} tokens "
+                  "([CLS] and [SEP] included); its first tokens are scored", file=sys.stderr)
+        print(json.dumps({"index": index, **result}, ensure_ascii=False) if args.json else format_line(result),
+              file=stdout)
+    return results
+
+
+if __name__ == "__main__":
+    main()
+    sys.exit(0)
