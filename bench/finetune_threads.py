@@ -74,7 +74,7 @@ def main():
         for _ in range(args.repeats):
             for setting in SETTINGS:
                 output = subprocess.run(
-                    [sys.executable, __file__, "--child", task, setting, "--steps", str(args.steps),
+                    [sys.executable, "-m", "bench.finetune_threads", "--child", task, setting, "--steps", str(args.steps),
                      "--hparams", args.hparams], capture_output=True, text=True, check=True, cwd=REPO).stdout
                 rates[setting].append(float(output.split("RATE")[-1]))
         for setting in SETTINGS:

@@ -259,7 +259,7 @@ def run_worker(args):
 
 # ---------------------------------------------------------------------------------------- parent
 def spawn(name, args):
-    command = [sys.executable, __file__, "--worker", name, "--threads", str(args.threads),
+    command = [sys.executable, "-m", "bench.pretrain_step_cpu", "--worker", name, "--threads", str(args.threads),
                "--inter-op-threads", str(args.inter_op_threads),
                "--batch-size", str(args.batch_size), "--seq-length", str(args.seq_length),
                "--steps", str(args.steps), "--warmup", str(args.warmup)]
@@ -310,7 +310,7 @@ def main(argv=None):
     unknown = sorted(set(variants) - set(VARIANTS))
     if unknown:
         parser.error(f"unknown variants {unknown}")
-    print("command: " + " ".join(shlex.quote(a) for a in [sys.executable, *sys.argv]))
+    print("command: " + " ".join(shlex.quote(a) for a in [sys.executable, "-m", "bench.pretrain_step_cpu", *sys.argv[1:]]))
     from training.cpu_features import read_cpu_features
 
     cpu = read_cpu_features()
@@ -331,8 +331,8 @@ def main(argv=None):
     peaks = {"fp32": None, "bf16": None}
     if not args.no_peak:
         if not args.bf16_peak:
-            print("bfloat16 matmul peak skipped: this CPU has no avx512_bf16 or amx_bf16, bfloat16 is emulated "
-                  "(--force-bf16-peak measures it anyway; minutes)")
+            print("bfloat16 matmul peak skipped: bfloat16 is emulated here (no avx512_bf16 or amx_bf16, or an ISA "
+                  "cap in the environment); --force-bf16-peak measures it anyway (minutes)")
         for name in ("peak-torch", "peak-tf"):
             result = spawn(name, args)
             if result:

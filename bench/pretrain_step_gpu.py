@@ -113,7 +113,7 @@ def main(argv=None):
     from bench.flops import config_breakdown, format_breakdown, train_flops
 
     device = jax.devices()[0]
-    print("command: KERAS_BACKEND=jax " + " ".join([sys.executable, *sys.argv]))
+    print("command: KERAS_BACKEND=jax " + " ".join([sys.executable, "-m", "bench.pretrain_step_gpu", *sys.argv[1:]]))
     print(f"device: {device.platform} {device.device_kind} (x{jax.device_count()}, this script uses one); "
           f"jax {jax.__version__}, keras {keras.__version__}")
 

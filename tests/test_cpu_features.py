@@ -39,6 +39,19 @@ def test_parse_zen4_native_bf16():
     assert parse_cpuinfo("model name : X\nflags : avx2 amx_tile amx_bf16\n").native_bf16
 
 
+def test_an_isa_cap_in_the_environment_makes_bfloat16_emulated(tmp_path):
+    """The AVX2 stand-in (ONEDNN_MAX_CPU_ISA=AVX2, ATEN_CPU_CAPABILITY=avx2) on a native-bfloat16 CPU: the
+    libraries emulate bfloat16, so the benchmark must skip its bfloat16 peak as on a Zen 3."""
+    (tmp_path / "cpuinfo").write_text(ZEN4)
+    assert read_cpu_features(tmp_path / "cpuinfo", environ={}).native_bf16
+    assert read_cpu_features(tmp_path / "cpuinfo", environ={"ONEDNN_MAX_CPU_ISA": "avx512_core_amx"}).native_bf16
+    capped = read_cpu_features(tmp_path / "cpuinfo",
+                               environ={"ONEDNN_MAX_CPU_ISA": "AVX2", "ATEN_CPU_CAPABILITY": "avx2"})
+    assert not capped.native_bf16 and capped.has("avx512_bf16")
+    assert capped.describe().endswith("(bfloat16 emulated under ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2)")
+    assert not read_cpu_features(tmp_path / "cpuinfo", environ={"ATEN_CPU_CAPABILITY": "default"}).native_bf16
+
+
 def test_unreadable_or_non_x86_is_unknown(tmp_path):
     assert not read_cpu_features(tmp_path / "missing").known
     assert not parse_cpuinfo("processor : 0\nBogoMIPS : 50.00\nFeatures : fp asimd\n").known

@@ -7,18 +7,25 @@ matmuls (convert to float32 and back), so mixed_bfloat16 is slower than float32 
 0.85x of float32 for the electra_small pretraining step on a Zen 3 with AVX2 and FMA, issue 17).
 """
 import dataclasses
+import os
 
 CPUINFO = "/proc/cpuinfo"
 # The flags worth reporting, in the order printed.
 RELEVANT_FLAGS = ("avx2", "fma", "avx512f", "avx512_bf16", "amx_tile", "amx_bf16")
 BF16_FLAGS = ("avx512_bf16", "amx_bf16")
 EMULATED_BF16_SLOWDOWN = "0.85x of float32 on a Zen 3"
+# oneDNN ISA caps that still use native bfloat16 instructions; any other ONEDNN_MAX_CPU_ISA (AVX2,
+# AVX512_CORE, ...) makes oneDNN emulate it, as does PyTorch's ATEN_CPU_CAPABILITY=avx2 or default.
+ONEDNN_NATIVE_BF16_ISAS = ("AVX512_CORE_BF16", "AVX512_CORE_AMX", "AVX512_CORE_AMX_FP16", "AVX10_1_512_AMX",
+                           "AVX10_1_512_AMX_FP16", "AVX10_2_512_AMX_2", "ALL", "DEFAULT")
+ATEN_EMULATED_BF16 = ("avx2", "default")
 
 
 @dataclasses.dataclass(frozen=True)
 class CpuFeatures:
     model: str = "unknown"
     flags: frozenset = frozenset()
+    caps: tuple = ()  # "NAME=value" of the environment variables that keep the libraries off bfloat16 units
 
     @property
     def known(self):
@@ -27,7 +34,7 @@ class CpuFeatures:
 
     @property
     def native_bf16(self):
-        return any(flag in self.flags for flag in BF16_FLAGS)
+        return not self.caps and any(flag in self.flags for flag in BF16_FLAGS)
 
     def has(self, flag):
         return flag in self.flags
@@ -43,6 +50,8 @@ class CpuFeatures:
         if absent and present:
             parts.append("no " + " ".join(absent))
         bf16 = "native bfloat16" if self.native_bf16 else "bfloat16 emulated"
+        if self.caps:
+            bf16 += f" under {' '.join(self.caps)}"
         return f"{self.model}; {', '.join(parts)} ({bf16})"
 
 
@@ -63,13 +72,28 @@ def parse_cpuinfo(text):
     return CpuFeatures(model, flags or frozenset())
 
 
-def read_cpu_features(path=CPUINFO):
-    """This machine's CpuFeatures; unknown model and no flags where the file cannot be read."""
+def bf16_caps(environ):
+    """The ISA caps in `environ` under which oneDNN or PyTorch emulate bfloat16 although the CPU has it
+    (the AVX2 stand-in for another CPU: ONEDNN_MAX_CPU_ISA=AVX2, ATEN_CPU_CAPABILITY=avx2)."""
+    caps = []
+    onednn = environ.get("ONEDNN_MAX_CPU_ISA", "").strip()
+    if onednn and onednn.upper() not in ONEDNN_NATIVE_BF16_ISAS:
+        caps.append(f"ONEDNN_MAX_CPU_ISA={onednn}")
+    aten = environ.get("ATEN_CPU_CAPABILITY", "").strip()
+    if aten.lower() in ATEN_EMULATED_BF16:
+        caps.append(f"ATEN_CPU_CAPABILITY={aten}")
+    return tuple(caps)
+
+
+def read_cpu_features(path=CPUINFO, environ=None):
+    """This machine's CpuFeatures as this process's libraries see it (ISA caps in the environment
+    included); unknown model and no flags where the file cannot be read."""
     try:
         with open(path, encoding="utf-8", errors="replace") as handle:
-            return parse_cpuinfo(handle.read())
+            features = parse_cpuinfo(handle.read())
     except OSError:
         return CpuFeatures()
+    return dataclasses.replace(features, caps=bf16_caps(os.environ if environ is None else environ))
 
 
 def bf16_cpu_warning(precision, on_cpu, features,
