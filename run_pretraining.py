@@ -21,7 +21,7 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 import pathlib
 
 from data import paths
-from common.errors import InputError, exit_on_input_error
+from common.errors import exit_on_input_error
 
 
 def parse_args(argv=None):
@@ -49,10 +49,9 @@ def prepare(args):
     vocab_file = run_config.vocab_source(metadata, dataset_dir)
     train_files, eval_files = run_config.split_shards(config, dataset_dir, metadata)
 
-    import keras
-    if keras.backend.backend() != "tensorflow":
-        raise InputError(f"KERAS_BACKEND={keras.backend.backend()}: run_pretraining.py needs the tensorflow "
-                         "backend; unset KERAS_BACKEND")
+    from training.backend import require_tensorflow_backend
+
+    require_tensorflow_backend("run_pretraining.py")
     from training import checkpointing, model_folder, strategy as strategy_lib
     from training.loop import Run
 

@@ -51,3 +51,17 @@ def test_replicas_and_steps_draw_different_random_numbers_and_resume_draws_the_s
     assert not np.allclose(first, draw(1, 5)[0])  # other replica
     assert not np.allclose(first, draw(0, 6)[0])  # other step
     np.testing.assert_array_equal(first, draw(0, 5)[0])  # reproducible (resume)
+
+
+def test_tensorflow_only_tools_refuse_another_backend_in_one_line(monkeypatch):
+    import keras
+    import pytest
+
+    from common.errors import InputError
+    from training.backend import require_tensorflow_backend
+
+    require_tensorflow_backend("run_pretraining.py")  # the test suite runs on the tensorflow backend
+    monkeypatch.setattr(keras.backend, "backend", lambda: "jax")
+    with pytest.raises(InputError, match=r"^KERAS_BACKEND=jax: training.score needs the tensorflow backend .*"
+                                         r"unset KERAS_BACKEND, or use training_jax for JAX$"):
+        require_tensorflow_backend("training.score")

@@ -33,6 +33,7 @@ import numpy as np  # noqa: E402
 
 from data import paths  # noqa: E402
 from common.errors import InputError, exit_on_input_error  # noqa: E402
+from training.backend import require_tensorflow_backend  # noqa: E402
 
 MASK_LITERAL = "[MASK]"
 CAUGHT = 0.5  # the threshold of the run's disc_precision / disc_recall
@@ -388,10 +389,7 @@ def main(argv=None, stdout=None):
     texts = read_texts(args)
     if not texts and not args.held_out:
         raise InputError("nothing to inspect; give a text, --file FILE or --held-out N")
-    import keras
-    if keras.backend.backend() != "tensorflow":
-        raise InputError(f"KERAS_BACKEND={keras.backend.backend()}: training.inspect reads TensorFlow checkpoints "
-                         "and needs the tensorflow backend; unset KERAS_BACKEND")
+    require_tensorflow_backend("training.inspect")
     inspector = Inspector(model_folder(data_dir, args.model_name))
     config = inspector.config
     if args.fill_mask and inspector.pretrainer.generator_head is None:
@@ -404,6 +402,8 @@ def main(argv=None, stdout=None):
         sentences = held_out_sentences(config, data_dir, args.held_out, inspector.folder.vocab_file)
         texts += [(f"held-out sentence {i + 1}", s) for i, s in enumerate(sentences)]
     prepared = prepare_texts(inspector, texts, args.fill_mask)
+
+    import keras
 
     mode = "fill_mask" if args.fill_mask else "replaced_token_detection"
     seed_generator = keras.random.SeedGenerator(args.seed)  # one stream: each text draws its own masks and noise

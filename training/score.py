@@ -29,6 +29,7 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 import numpy as np  # noqa: E402
 
 from common.errors import InputError, exit_on_input_error  # noqa: E402
+from training.backend import require_tensorflow_backend  # noqa: E402
 from data import paths  # noqa: E402
 from data.progress import ProgressLine  # noqa: E402
 
@@ -160,10 +161,7 @@ def main(argv=None, stdout=None):
     folder = model_folder(data_dir, args.model_name)
     check_electric(read_config(folder), args.model_name)
     texts = read_texts(args)
-    import keras
-    if keras.backend.backend() != "tensorflow":
-        raise InputError(f"KERAS_BACKEND={keras.backend.backend()}: training.score reads TensorFlow checkpoints and "
-                         "needs the tensorflow backend; unset KERAS_BACKEND")
+    require_tensorflow_backend("training.score")
     scorer = Scorer(folder, args.model_name)
     progress = None
     if len(texts) >= PROGRESS_MIN_TEXTS:
