@@ -171,20 +171,24 @@ def model_folder(data_dir, name):
 # ------------------------------------------------------------------------------------------------ texts
 
 
+def read_lines(file):
+    """The lines of --file (None or "-": stdin); InputError for a missing or non-UTF-8 file."""
+    if file is None or str(file) == "-":
+        return sys.stdin.read().splitlines()
+    if not file.is_file():
+        raise InputError(f"--file {file}: no such file; pass a text file with one text per line")
+    try:
+        return file.read_text(encoding="utf-8").splitlines()
+    except UnicodeDecodeError as error:
+        raise InputError(f"--file {file}: not UTF-8 text ({error.reason} at byte {error.start}); "
+                         "save it as UTF-8") from None
+
+
 def read_texts(args):
     """[(label, text)] from the arguments, --file and --held-out (added later, needs the model)."""
     texts = [(f"argument {i + 1}", text) for i, text in enumerate(args.texts)]
     if args.file is not None:
-        if str(args.file) == "-":
-            lines = sys.stdin.read().splitlines()
-        else:
-            if not args.file.is_file():
-                raise InputError(f"--file {args.file}: no such file; pass a text file with one text per line")
-            try:
-                lines = args.file.read_text(encoding="utf-8").splitlines()
-            except UnicodeDecodeError as error:
-                raise InputError(f"--file {args.file}: not UTF-8 text ({error.reason} at byte {error.start}); "
-                                 "save it as UTF-8") from None
+        lines = read_lines(args.file)
         file_texts = [(f"{args.file} line {n}", line) for n, line in enumerate(lines, 1) if line.strip()]
         if not file_texts:
             raise InputError(f"--file {args.file}: no text in it; write one text per line")

@@ -110,19 +110,10 @@ def read_texts(args):
     """The arguments, else every non-empty line of --file (- or no --file: stdin)."""
     if args.texts:
         return list(args.texts)
-    if args.file is None or str(args.file) == "-":
-        lines = sys.stdin.read().splitlines()
-        where = "stdin"
-    else:
-        if not args.file.is_file():
-            raise InputError(f"--file {args.file}: no such file; pass a text file with one text per line")
-        try:
-            lines = args.file.read_text(encoding="utf-8").splitlines()
-        except UnicodeDecodeError as error:
-            raise InputError(f"--file {args.file}: not UTF-8 text ({error.reason} at byte {error.start}); save it "
-                             "as UTF-8") from None
-        where = f"--file {args.file}"
-    texts = [line for line in lines if line.strip()]
+    from training.inspect import read_lines
+
+    where = "stdin" if args.file is None or str(args.file) == "-" else f"--file {args.file}"
+    texts = [line for line in read_lines(args.file) if line.strip()]
     if not texts:
         raise InputError(f"{where}: no text to score; write one text per line")
     return texts
