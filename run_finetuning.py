@@ -76,6 +76,9 @@ def prepare(args, say=print):
 @exit_on_input_error
 def main(argv=None):
     args = parse_args(argv)
+    from training.cpu_features import turn_on_onednn
+
+    turn_on_onednn()  # before TensorFlow is imported
     pretrained, config, tasks, data_root = prepare(args)
     from finetune.trials import TrialRunner, prepare_tasks, results_table
     from training.reporting import Reporter

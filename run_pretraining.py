@@ -82,6 +82,9 @@ def warn_emulated_bf16(precision, device_kind):
 @exit_on_input_error
 def main(argv=None):
     args = parse_args(argv)
+    from training.cpu_features import turn_on_onednn
+
+    turn_on_onednn()  # before TensorFlow is imported
     run = prepare(args)
     return run.run()
 

@@ -123,6 +123,16 @@ def configure_tensorflow(threads, inter_op_threads=1):
     return tf
 
 
+def onednn_state():
+    """Whether this process's TensorFlow runs its oneDNN kernels, as TensorFlow itself reports it."""
+    try:
+        from tensorflow.python.util import _pywrap_util_port
+    except ImportError:  # a private module: say so rather than guess
+        return "unknown"
+    setting = os.environ.get("TF_ENABLE_ONEDNN_OPTS", "unset")
+    return f"{'on' if _pywrap_util_port.IsMklEnabled() else 'off'} (TF_ENABLE_ONEDNN_OPTS {setting})"
+
+
 def worker_peak_tf(args):
     tf = configure_tensorflow(args.threads, args.inter_op_threads)
     result = {}
@@ -180,7 +190,7 @@ def worker_tf(args, precision, xla):
             "flops_per_sequence": train_flops_per_sequence(config, args.seq_length),
             "generator": f"hidden {generator.hidden_size}, {generator.num_heads} head(s), "
                          f"FFN {generator.intermediate_size}, fraction {config.generator_hidden_size}",
-            "onednn": os.environ.get("TF_ENABLE_ONEDNN_OPTS", "default (on for x86 Linux builds)"),
+            "onednn": onednn_state(),
             "tensorflow": tf.__version__, "keras": keras.__version__}
 
 
@@ -316,6 +326,9 @@ def main(argv=None):
     cpu = read_cpu_features()
     args.bf16_peak = cpu.native_bf16 or args.force_bf16_peak
     print(f"CPU: {cpu.describe()}")
+    print(f"TensorFlow's oneDNN kernels by default on this CPU: {'on' if cpu.tf_onednn_by_default else 'off'}; "
+          f"TF_ENABLE_ONEDNN_OPTS={os.environ.get('TF_ENABLE_ONEDNN_OPTS', 'unset')} here (bench/ sets it as "
+          "run_pretraining.py does; each TensorFlow variant reports the state it ran with)")
     print(f"machine: {cpu.model}, {os.cpu_count()} cores, threads used {args.threads}; "
           f"TF inter-op threads {args.inter_op_threads}; load average at start {' '.join(loadavg())}")
     print(f"batch {args.batch_size} x seq {args.seq_length}, {args.warmup} warm-up + {args.steps} timed steps")

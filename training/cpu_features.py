@@ -2,12 +2,16 @@
 
 No TensorFlow here: run_pretraining.py, run_finetuning.py and the benchmarks import it cheaply.
 
+TensorFlow runs its oneDNN kernels by default only on CPUs with VNNI, AVX512_BF16 or AMX; on an AVX2-only
+CPU it falls back to plain Eigen kernels, and our pretraining step is ~2x slower (turn_on_onednn).
+
 "Native bfloat16" means AVX512_BF16 or AMX-BF16: without either, oneDNN and PyTorch emulate bfloat16
 matmuls (convert to float32 and back), so mixed_bfloat16 is slower than float32 on that CPU (measured
 0.85x of float32 for the electra_small pretraining step on a Zen 3 with AVX2 and FMA, issue 17).
 """
 import dataclasses
 import os
+import sys
 
 CPUINFO = "/proc/cpuinfo"
 # The flags worth reporting, in the order printed.
@@ -19,6 +23,10 @@ EMULATED_BF16_SLOWDOWN = "0.85x of float32 on a Zen 3"
 ONEDNN_NATIVE_BF16_ISAS = ("AVX512_CORE_BF16", "AVX512_CORE_AMX", "AVX512_CORE_AMX_FP16", "AVX10_1_512_AMX",
                            "AVX10_1_512_AMX_FP16", "AVX10_2_512_AMX_2", "ALL", "DEFAULT")
 ATEN_EMULATED_BF16 = ("avx2", "default")
+# TensorFlow's Linux x86 builds turn their oneDNN kernels on by default only on CPUs with one of these
+# (tensorflow/core/util/util.cc, IsMKLEnabled): an AVX2-only CPU such as a Zen 3 gets plain Eigen kernels.
+TF_ONEDNN_DEFAULT_FLAGS = ("avx512_vnni", "avx512_bf16", "avx_vnni", "amx_tile", "amx_int8", "amx_bf16")
+ONEDNN_ENV = "TF_ENABLE_ONEDNN_OPTS"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,6 +46,11 @@ class CpuFeatures:
 
     def has(self, flag):
         return flag in self.flags
+
+    @property
+    def tf_onednn_by_default(self):
+        """Whether TensorFlow turns its oneDNN kernels on here without being asked."""
+        return any(flag in self.flags for flag in TF_ONEDNN_DEFAULT_FLAGS)
 
     def describe(self):
         """One line: the model and which relevant features it has, e.g.
@@ -108,3 +121,26 @@ def bf16_cpu_warning(precision, on_cpu, features,
     return (f"warning: mixed_bfloat16 on a CPU without native bfloat16 ({features.model}: no avx512_bf16 "
             f"or amx_bf16): bfloat16 is emulated there and slower than float32 (measured "
             f"{EMULATED_BF16_SLOWDOWN}); use float32 with {switch}")
+
+
+def turn_on_onednn(environ=None, features=None, stream="stderr"):
+    """Sets TF_ENABLE_ONEDNN_OPTS=1 where TensorFlow would leave oneDNN off (an x86 CPU without VNNI or
+    AMX, such as AVX2-only ones) and the user has not set it; prints a one-line note to `stream` (None:
+    silent; "stderr": sys.stderr at call time) and returns it, or None when nothing changed.
+
+    Must run before TensorFlow reads the variable (its first op). Why: the electra_small step takes
+    21.4 s with TensorFlow's default there and 10.7 s with oneDNN on (an AVX2 stand-in, docs/benchmarks.md);
+    oneDNN changes only floating-point rounding, the default on AVX-512 VNNI CPUs anyway.
+    TF_ENABLE_ONEDNN_OPTS=0 keeps TensorFlow's default.
+    """
+    environ = os.environ if environ is None else environ
+    features = read_cpu_features(environ=environ) if features is None else features
+    if ONEDNN_ENV in environ or not features.known or features.tf_onednn_by_default:
+        return None
+    environ[ONEDNN_ENV] = "1"
+    note = (f"note: oneDNN kernels turned on ({ONEDNN_ENV}=1): TensorFlow leaves them off on this CPU "
+            f"({features.model}: no {'/'.join(TF_ONEDNN_DEFAULT_FLAGS[:3])} or AMX), where they make a "
+            f"training step about 2x faster; {ONEDNN_ENV}=0 keeps TensorFlow's default")
+    if stream is not None:
+        print(note, file=sys.stderr if stream == "stderr" else stream, flush=True)
+    return note
