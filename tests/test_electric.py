@@ -226,7 +226,7 @@ def wiki_electric(tmp_path_factory, wiki_shards):
 
     import build_pretraining_dataset
     import run_pretraining
-    from tests.test_pretraining_real import write_wikipedia_slice
+    from bench.shared_data import write_wikipedia_slice
 
     root = tmp_path_factory.mktemp("wiki_electric")
     corpus = write_wikipedia_slice(wiki_shards[0], root / "corpus", WIKI_BYTES)
@@ -238,35 +238,6 @@ def wiki_electric(tmp_path_factory, wiki_shards):
                "save_checkpoints_steps": STEPS}
     run_pretraining.main(["--model-name", "wiki_electric", "--data-dir", str(root), "--hparams", json.dumps(hparams)])
     return root / "models" / "wiki_electric"
-
-
-def wikipedia_sentences(shard, count=NUM_SENTENCES):
-    """Plain sentences of 8-20 words from another shard than the training text (held-out articles)."""
-    import gzip
-    import re
-
-    found = []
-    with gzip.open(shard, "rt", encoding="utf-8") as source:
-        for line in source:
-            if line.startswith("<") or len(line) < 80:
-                continue
-            for sentence in re.split(r"(?<=[a-z])\. (?=[A-Z])", line.strip()):
-                words = sentence.rstrip(".").split()
-                if 8 <= len(words) <= 20 and all(re.fullmatch(r"[A-Za-z][a-z]*,?", w) for w in words):
-                    found.append(" ".join(words) + " .")
-            if len(found) >= count:
-                return found[:count]
-    raise AssertionError(f"{shard}: fewer than {count} plain sentences")
-
-
-def swap_two_words(sentence, rng):
-    """The same words, two different ones (final period kept) exchanged: the same tokens, another order."""
-    words = sentence.split()[:-1]
-    while True:
-        i, j = sorted(rng.sample(range(len(words)), 2))
-        if words[i].lower().strip(",") != words[j].lower().strip(","):
-            words[i], words[j] = words[j], words[i]
-            return " ".join(words) + " ."
 
 
 def test_electric_trains_on_wikipedia_with_falling_losses(wiki_electric):
@@ -283,23 +254,6 @@ def test_electric_trains_on_wikipedia_with_falling_losses(wiki_electric):
     assert disc[STEPS] < disc[LOG_EVERY] - 0.15, disc
 
 
-def replace_two_words(sentence, rng, tokenizer, words_of_one_token):
-    """Two words that are one token each replaced by other one-token words drawn uniformly from the
-    vocabulary: as many tokens as the original, two of them out of place."""
-    words = sentence.split()[:-1]
-    lengths = [len(ids) for ids in tokenizer.encode_batch([w.strip(",") for w in words])]
-    single = [i for i, n in enumerate(lengths) if n == 1]
-    if len(single) < 2:
-        return None
-    for i in rng.sample(single, 2):
-        comma = "," if words[i].endswith(",") else ""
-        replacement = rng.choice(words_of_one_token)
-        while replacement == words[i].strip(",").lower():
-            replacement = rng.choice(words_of_one_token)
-        words[i] = replacement + comma
-    return " ".join(words) + " ."
-
-
 def test_score_ranks_wikipedia_sentences_above_corrupted_copies(wiki_electric, wiki_shards):
     """200 held-out Wikipedia sentences (another shard) against (a) the same sentence with two words swapped
     and (b) with two one-token words replaced by random one-token words.
@@ -312,25 +266,13 @@ def test_score_ranks_wikipedia_sentences_above_corrupted_copies(wiki_electric, w
     The swap assertion only guards against an inverted score; the replacement one checks the score's sign
     and summation on real text with as many tokens on both sides.
     """
-    import random
-
+    from bench.electric_ranking import ranking_fractions
+    from bench.shared_data import plain_wikipedia_sentences
     from training.score import Scorer
 
-    sentences = wikipedia_sentences(wiki_shards[1])
-    scorer = Scorer(wiki_electric)
-    vocab = scorer.tokenizer.convert_ids_to_tokens(list(range(scorer.tokenizer.vocab_size)))
-    one_token_words = [token for token in vocab if token.isalpha() and token.islower()]
-    rng = random.Random(0)
-    swapped = [swap_two_words(s, rng) for s in sentences]
-    replaced = [replace_two_words(s, rng, scorer.tokenizer, one_token_words) for s in sentences]
-    kept = [i for i, r in enumerate(replaced) if r is not None]
-    results = scorer.score_texts(sentences + swapped + [replaced[i] for i in kept])
-    scores = np.array([r["score"] for r in results])
-    original, swap_scores, replace_scores = (scores[:NUM_SENTENCES], scores[NUM_SENTENCES:2 * NUM_SENTENCES],
-                                             scores[2 * NUM_SENTENCES:])
-    assert np.isfinite(scores).all() and len(kept) >= 150
-    swap_fraction = float(np.mean(original > swap_scores))
-    replace_fraction = float(np.mean(original[kept] > replace_scores))
-    print(f"original above swapped: {swap_fraction:.3f}; above replaced: {replace_fraction:.3f} ({len(kept)} pairs)")
-    assert swap_fraction > 0.35
-    assert replace_fraction > 0.7
+    fractions = ranking_fractions(Scorer(wiki_electric), plain_wikipedia_sentences(wiki_shards[1], NUM_SENTENCES))
+    print(f"original above swapped: {fractions['swap']:.3f}; above replaced: {fractions['replace']:.3f} "
+          f"({fractions['replace_pairs']} pairs)")
+    assert fractions["replace_pairs"] >= 150
+    assert fractions["swap"] > 0.35
+    assert fractions["replace"] > 0.7

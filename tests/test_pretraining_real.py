@@ -18,12 +18,12 @@ measured 0.81) and stays above chance on held-out data (> 0.52, measured 0.54: a
 standard errors of a 20k-token evaluation). A collapsed run (learning_rate 3e-3 here: held-out AUC 0.514,
 recall 0) fails the last one.
 """
-import gzip
 import json
 import math
 
 
 import build_pretraining_dataset
+from bench.shared_data import write_wikipedia_slice
 import run_pretraining
 from tests.helpers import train_scalars
 
@@ -31,24 +31,8 @@ TEXT_BYTES = 1_500_000
 STEPS, LOG_EVERY = 300, 25
 
 
-def write_wikipedia_slice(shard, folder, max_bytes=TEXT_BYTES):
-    """The first whole articles of a WikiExtractor shard, up to about max_bytes of text."""
-    folder.mkdir(parents=True, exist_ok=True)
-    size = 0
-    with gzip.open(shard, "rt", encoding="utf-8") as source, open(folder / "wiki.txt", "w",
-                                                                   encoding="utf-8") as target:
-        for line in source:
-            target.write(line)
-            size += len(line)
-            if line.startswith("</doc>") and size > max_bytes:
-                break
-    return folder
-
-
-
-
 def test_tiny_electra_on_wikipedia_learns(tmp_path, wiki_shards, bert_vocab_file, capsys):
-    corpus = write_wikipedia_slice(wiki_shards[0], tmp_path / "corpus")
+    corpus = write_wikipedia_slice(wiki_shards[0], tmp_path / "corpus", TEXT_BYTES)
     build_pretraining_dataset.main([
         "--corpus-dir", str(corpus), "--corpus-format", "wikiextractor", "--vocab-file", str(bert_vocab_file),
         "--data-dir", str(tmp_path), "--max-seq-length", "64", "--num-shards", "4", "--num-processes", "1"])
