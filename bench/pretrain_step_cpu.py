@@ -151,20 +151,18 @@ def worker_peak_tf(args):
     return result
 
 
-def worker_tf(args, precision, xla):
+def build_tf_step(args, precision, xla, model_size="electra_small"):
+    """(train_step, batch, config): our whole pretraining step (forward, backward, optimizer) as one
+    tf.function over a fixed synthetic batch; shared with bench/profile_step_cpu.py."""
     tf = configure_tensorflow(args.threads, args.inter_op_threads)
-    import keras
 
-    from bench.flops import train_flops_per_sequence
     from configs.pretraining_config import PretrainingConfig
     from pretrain.builder import build_optimizer, build_pretrainer
 
     policy = "mixed_bfloat16" if precision == "bf16" else "float32"
     config = PretrainingConfig.create({
-        "model_size": "electra_small", "max_seq_length": args.seq_length,
+        "model_size": model_size, "max_seq_length": args.seq_length,
         "train_batch_size": args.batch_size, "mixed_precision": policy, "use_xla": xla})
-    assert config.generator_hidden_size == 0.25, config.generator_hidden_size
-    generator = config.generator_model_config()
     model = build_pretrainer(config, dtype=config.mixed_precision)
     optimizer = build_optimizer(config)
     optimizer.build(model.trainable_variables)
@@ -179,6 +177,18 @@ def worker_tf(args, precision, xla):
         optimizer.apply_gradients(zip(grads, model.trainable_variables))
         return loss, stats
 
+    return train_step, batch, config
+
+
+def worker_tf(args, precision, xla):
+    import keras
+    import tensorflow as tf
+
+    from bench.flops import train_flops_per_sequence
+
+    train_step, batch, config = build_tf_step(args, precision, xla)
+    assert config.generator_hidden_size == 0.25, config.generator_hidden_size
+    generator = config.generator_model_config()
     losses = []
 
     def run_step():
@@ -190,8 +200,7 @@ def worker_tf(args, precision, xla):
             "flops_per_sequence": train_flops_per_sequence(config, args.seq_length),
             "generator": f"hidden {generator.hidden_size}, {generator.num_heads} head(s), "
                          f"FFN {generator.intermediate_size}, fraction {config.generator_hidden_size}",
-            "onednn": onednn_state(),
-            "tensorflow": tf.__version__, "keras": keras.__version__}
+            "onednn": onednn_state(), "tensorflow": tf.__version__, "keras": keras.__version__}
 
 
 def worker_hf(args):
