@@ -48,3 +48,15 @@ class CollapseDetector:
                 f"is not telling replaced tokens apart. Small models sit on this plateau for the first "
                 f"thousands of steps, once the generator has learned word frequencies (the original recipe "
                 f"does the same: docs/pretraining.md); if it lasts, likely causes: {'; '.join(LIKELY_CAUSES)}.")
+
+
+ELECTRIC_NOTE = ("Note: no collapse warnings for Electric: its disc_auc and disc_recall score the noise-contrastive "
+                 "classifier (energy + log q), which labels every written position fake, so they sit near or "
+                 "below 0.5 while the energies learn (docs/reproduction.md#electric); python -m "
+                 "bench.electric_ranking measures what an Electric model has learned.")
+
+
+def collapse_detector(config):
+    """The detector for a pretraining config, or None where its metrics do not measure a collapse
+    (Electric: a context-blind energy plus log q ranks real tokens above fakes, AUC < 0.5 early on)."""
+    return None if config.electric_objective else CollapseDetector(config.num_warmup_steps)

@@ -10,7 +10,7 @@ from data import tfrecords
 from pretrain.builder import build_for_training
 from pretrain.metrics import add_stats
 from training import checkpointing, curves, model_folder, reporting, run_config, strategy as strategy_lib
-from training.collapse import CollapseDetector
+from training.collapse import ELECTRIC_NOTE, collapse_detector
 from training.step import EXAMPLES, SKIPPED, TOKENS, PretrainingSteps
 
 
@@ -110,7 +110,9 @@ class Run:
         if config.do_eval and self.eval_files == self.train_files:
             say("Note: the dataset has one shard, so evaluation reads training data; build more shards to hold "
                 "one out.")
-        detector = CollapseDetector(config.num_warmup_steps)
+        detector = collapse_detector(config)
+        if detector is None:
+            say(ELECTRIC_NOTE)
         iterator = iter(train_dataset(strategy, config, self.dataset_dir, self.metadata, self.train_files,
                                       seed=config.seed + step))
         log_every, save_every = config.iterations_per_loop, config.save_checkpoints_steps
@@ -150,7 +152,7 @@ class Run:
                 self.reporter.scalars(self.reporter.train_writer, step, {
                     **metrics, "learning_rate": lr, "steps_per_second": rate, "tokens_per_second": tokens,
                     "examples_per_second": float(interval_stats[EXAMPLES]) / elapsed})
-                warning = detector.check(step, metrics)
+                warning = detector and detector.check(step, metrics)
                 if warning:
                     say(warning, error=True)
                 interval_stats, interval_start, interval_begin_step = None, time.monotonic(), step
