@@ -17,7 +17,8 @@ Formats:
   keras_hub    a keras-hub preset of the encoder (config.json, model.weights.h5, tokenizer.json,
                assets/tokenizer/vocabulary.txt, metadata.json) for keras_hub.models.ElectraBackbone and
                ElectraTokenizer .from_preset(<output>); needs keras-hub (requirements-test.txt)
-  saved_model  a fine-tuned classifier as a SavedModel serving raw strings (labels and probabilities)
+  saved_model  a fine-tuned classifier or tagger as a SavedModel serving raw strings (labels and
+               probabilities; a tag per word)
 
 --model-dir takes a model folder (its latest checkpoint) or a checkpoint prefix in one (…/ckpt-1000).
 The output is written to a temporary folder and renamed when complete; an existing non-empty output

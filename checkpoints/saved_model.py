@@ -1,4 +1,4 @@
-"""A fine-tuned classifier as a SavedModel that serves raw strings.
+"""A fine-tuned classifier or tagger as a SavedModel that serves raw strings.
 
 The serving signature takes one string tensor `text` (or `text_a` and `text_b` for a sentence-pair task),
 tokenizes in the graph with the same tensorflow-text graph the data pipeline uses
@@ -10,6 +10,11 @@ serves the `serving_default` signature.
 
 The classifier is any Keras model mapping {"input_ids", "input_mask", "segment_ids"} (int32
 [batch, max_seq_length]) to logits [batch, num_labels].
+
+A tagger (chunking) serves `text`, words separated by whitespace as in CoNLL files: each word is tokenized
+on its own and labelled at its first sub-token, whole words while they fit (finetune/tagging/featurize.py);
+it returns `tags` (the BIOES label of each word, "" past the sentence), `tag_ids` (-1 there) and
+`num_words` (the words the model saw; the rest of a longer text is cut, as in fine-tuning).
 """
 import json
 
@@ -62,6 +67,29 @@ def _concat_rows(pieces):
     return tf.concat([tf.RaggedTensor.from_tensor(p) if isinstance(p, tf.Tensor) else p for p in pieces], axis=1)
 
 
+def encode_words(tokenizer, texts, max_seq_length):
+    """Whitespace-separated words [batch] → (the model's int32 inputs [batch, max_seq_length], int64
+    positions of the kept words' first sub-tokens [batch, (words)]): featurize.align in the graph. A word
+    the tokenizer turns into nothing is [UNK]; segment ids are 1, as the tagging features have them."""
+    words = tf.strings.split(texts)
+    pieces = tokenizer.tf_tokenize(words.flat_values)
+    empty = tf.cast(tf.equal(pieces.row_lengths(), 0), tf.int64)
+    unknown = tf.RaggedTensor.from_row_lengths(
+        tf.fill([tf.reduce_sum(empty)], tf.constant(tokenizer.special_ids.unk, pieces.dtype)), empty)
+    pieces = tf.concat([pieces, unknown], axis=1)
+    lengths = words.with_flat_values(pieces.row_lengths())
+    ends = tf.math.cumsum(lengths, axis=1)
+    kept = ends + 2 <= max_seq_length  # [CLS] before, [SEP] after; a prefix of the words
+    positions = tf.ragged.boolean_mask(1 + ends - lengths, kept)
+    tokens = tf.ragged.boolean_mask(words.with_flat_values(pieces), kept).merge_dims(1, 2)
+    batch = tokens.nrows()
+    special = tokenizer.special_ids
+    ids = _concat_rows([tf.fill([batch, 1], special.cls), tokens, tf.fill([batch, 1], special.sep)])
+    shape = [None, max_seq_length]
+    ones = tf.ones_like(ids).to_tensor(0, shape=shape)
+    return {"input_ids": ids.to_tensor(0, shape=shape), "input_mask": ones, "segment_ids": ones}, positions
+
+
 class ServingModule(tf.Module):
     """Holds the classifier and the tokenizer's TensorFlow objects so the SavedModel carries both."""
 
@@ -87,12 +115,42 @@ class ServingModule(tf.Module):
                 "probabilities": probabilities}
 
 
+class TaggingServingModule(ServingModule):
+    """`text` (words separated by whitespace) → `tags`, `tag_ids`, `num_words` per text."""
+
+    def __init__(self, model, tokenizer, max_seq_length, label_names):
+        super().__init__(model, tokenizer, max_seq_length, label_names, is_pair=False)
+        self._encode = lambda texts: encode_words(tokenizer, texts[0], max_seq_length)
+
+    def _predict(self, text):
+        inputs, positions = self._encode((text,))
+        logits = tf.cast(self.model(inputs, training=False), tf.float32)  # [batch, seq, labels]
+        tag_ids = tf.argmax(tf.gather(logits, positions.to_tensor(0), batch_dims=1), -1, output_type=tf.int32)
+        num_words = tf.cast(positions.row_lengths(), tf.int32)
+        seen = tf.sequence_mask(num_words, tf.shape(tag_ids)[1])
+        tags = tf.where(seen, tf.gather(tf.constant(self._label_names), tag_ids), "")
+        return {"tags": tags, "tag_ids": tf.where(seen, tag_ids, -1), "num_words": num_words}
+
+
 def export_classifier(model, tokenizer, max_seq_length, output, label_names=None, is_pair=False,
                       overwrite=False, task=None, score_range=None):
     """Writes the SavedModel (+ electra_serving.json describing its inputs and labels) to `output`."""
     if max_seq_length < (5 if is_pair else 3):
         raise InputError(f"max_seq_length {max_seq_length} leaves no room for text; use a longer one")
     module = ServingModule(model, tokenizer, max_seq_length, label_names, is_pair, score_range)
+    return _save(module, output, overwrite, task, label_names, is_pair, max_seq_length)
+
+
+def export_tagger(model, tokenizer, max_seq_length, output, label_names, overwrite=False, task=None):
+    """Writes a tagger's SavedModel (+ electra_serving.json) to `output`; `model` maps the inputs to logits
+    [batch, seq, len(label_names)]."""
+    if max_seq_length < 3:
+        raise InputError(f"max_seq_length {max_seq_length} leaves no room for text; use a longer one")
+    module = TaggingServingModule(model, tokenizer, max_seq_length, label_names)
+    return _save(module, output, overwrite, task, label_names, False, max_seq_length)
+
+
+def _save(module, output, overwrite, task, label_names, is_pair, max_seq_length):
     serving = module.serve.get_concrete_function()
     info = {"task": task, "label_names": list(label_names or []), "is_pair": bool(is_pair),
             "max_seq_length": int(max_seq_length), "signature": "serving_default",
@@ -106,15 +164,18 @@ def export_classifier(model, tokenizer, max_seq_length, output, label_names=None
 
 def export_finetuned(folder, output, overwrite=False):
     """--format saved_model: a fine-tuned model folder (read by finetune.saved.load_finetuned_model) → a
-    SavedModel serving raw strings. Classification and regression heads only."""
+    SavedModel serving raw strings. Classification, regression and tagging heads (not SQuAD's spans)."""
     from finetune.saved import load_finetuned_model
 
     model, info = load_finetuned_model(folder)
-    if info.kind not in ("classification", "regression"):
+    if info.kind not in ("classification", "regression", "tagging"):
         raise InputError(f"--model-dir {folder}: a {info.task} model ({info.kind} head); the SavedModel export "
-                         "serves sentence(-pair) classifiers and regressors only")
+                         "serves sentence(-pair) classifiers, regressors and taggers")
     tokenizer = load_tokenizer(vocab_file=None if info.sp_model else info.vocab_file, spm_model=info.sp_model,
                                lower_case=info.do_lower_case)
+    if info.kind == "tagging":
+        return export_tagger(model, tokenizer, info.max_seq_length, output, info.label_names, overwrite,
+                             task=info.task)
     label_names = info.label_names if info.kind == "classification" else None
     return export_classifier(model, tokenizer, info.max_seq_length, output, label_names, info.is_pair, overwrite,
                              task=info.task, score_range=info.score_range)

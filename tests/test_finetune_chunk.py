@@ -276,6 +276,45 @@ def test_run_finetuning_chunk_end_to_end(data_dir, capsys):
     assert tuple(keras_model(batch).shape) == (1, 4, 45)
 
 
+def test_saved_model_tags_raw_text_as_fine_tuning_featurized_it(data_dir, tokenizer, tmp_path, capsys):
+    """--format saved_model on the fine-tuned chunker: whitespace-separated words in, one BIOES tag per
+    word out, equal to the Keras model read at the first sub-tokens featurize.align chose (a word of several
+    pieces, an empty text, and a text longer than max_seq_length, whose last words are cut)."""
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401  (registers the tokenizer ops the graph uses)
+
+    from checkpoints import export
+    from finetune.saved import load_finetuned_model
+    from finetune.tagging.featurize import align
+    from finetune.tagging.reader import Sentence
+
+    folder = data_dir / "models" / "tiny" / "finetuning_models" / "chunk_model_1"
+    if not folder.is_dir():
+        run(data_dir)
+    output = tmp_path / "served" / "1"
+    export.main(["--model-dir", str(folder), "--format", "saved_model", "--output", str(output)])
+    assert "inputs text (strings), outputs num_words, tag_ids, tags" in capsys.readouterr().out
+    words = [[line.split()[0] for line in sentence] for sentence in (ROCKWELL, SUPPLY)]
+    texts = [" ".join(words[0]), "", " ".join(words[1]), " ".join(words[0] + words[1] + words[0])]
+    served = tf.saved_model.load(str(output)).signatures["serving_default"](text=tf.constant(texts))
+
+    model, info = load_finetuned_model(folder)
+    sentences = [Sentence(str(i), tuple(text.split()), None, 1) for i, text in enumerate(texts)]
+    predicted = set()
+    for row, (ids, positions) in enumerate(align(sentences, tokenizer, info.max_seq_length)):
+        inputs = {"input_ids": ids[None], "input_mask": np.ones((1, len(ids)), np.int32),
+                  "segment_ids": np.ones((1, len(ids)), np.int32)}
+        expected = np.argmax(np.asarray(model(inputs))[0, positions], -1)
+        count = int(served["num_words"][row])
+        assert count == len(positions)
+        assert list(served["tag_ids"][row, :count].numpy()) == list(expected)
+        assert [t.decode() for t in served["tags"][row, :count].numpy()] == [info.label_names[i] for i in expected]
+        assert set(served["tag_ids"][row, count:].numpy()) <= {-1}
+        predicted.update(expected)
+    assert len(predicted) > 1  # the tags differ from word to word, so a misplaced position would show
+    assert list(served["num_words"].numpy()[:3]) == [28, 0, 17] and 17 < served["num_words"][3] < 73
+
+
 def test_an_unknown_tag_in_the_test_file_stops_the_run_with_exit_2(data_dir, tmp_path, capsys):
     folder = tmp_path / "chunk"
     shutil.copytree(data_dir / "finetuning_data" / "conll2000", folder)
