@@ -17,6 +17,7 @@ LOSS_REDUCTIONS = ("sum", "mean")  # the batch's loss: the original's sum of exa
 # computed on the whole batch and each example's loss taken from its own task's head; "per_task" makes
 # every batch one task's and shuffles the tasks' batches together (what this code did before).
 MULTITASK_BATCHES = ("mixed", "per_task")
+MRQA_ANSWER_ENDS = ("text_length", "char_span")  # the rules: finetune/mrqa/reader.py
 # Learning rate and layer-wise decay per size (paper, Table 7).
 SIZE_RECIPES = {"small": (3e-4, 0.8), "base": (1e-4, 0.8), "large": (5e-5, 0.9)}
 # Question answering gets SQuAD's recipe (512 tokens, 2 epochs): the original gave it to names holding "squad"
@@ -42,6 +43,9 @@ class FinetuningConfig:
     max_train_steps: int = 0  # > 0: stop after this many updates (quick runs); the schedule follows
     head_dropout: float = 0.1
     multitask_batches: str = "mixed"  # several tasks: "mixed" batches as the original, or "per_task"
+    # MRQA training targets: "text_length" (the original's: the detected text's length from its span's
+    # start) or "char_span" (the span's own end; keeps answers MRQA detected by normalised match)
+    mrqa_answer_end: str = "text_length"
 
     # --- inputs
     max_seq_length: Optional[int] = None  # None: 128, 512 for QA_TASKS
@@ -75,6 +79,9 @@ class FinetuningConfig:
         if self.multitask_batches not in MULTITASK_BATCHES:
             raise InputError(f"fine-tuning config: multitask_batches {self.multitask_batches!r} is not one of "
                              f"{', '.join(MULTITASK_BATCHES)}")
+        if self.mrqa_answer_end not in MRQA_ANSWER_ENDS:
+            raise InputError(f"fine-tuning config: mrqa_answer_end {self.mrqa_answer_end!r} is not one of "
+                             f"{', '.join(MRQA_ANSWER_ENDS)}")
         if self.layerwise_lr_variant not in LAYERWISE_VARIANTS:
             raise InputError(f"fine-tuning config: layerwise_lr_variant {self.layerwise_lr_variant!r} is not "
                              f"one of {', '.join(LAYERWISE_VARIANTS)}")

@@ -121,7 +121,7 @@ class GlueTask(Task):
         return extra.name if extra else self.glue_name
 
     # ------------------------------------------------------------------ reading
-    def read(self, data_root, split, bad_rows=None) -> List[Example]:
+    def read(self, data_root, split, bad_rows=None, config=None) -> List[Example]:
         """The split's examples; `bad_rows` (finetune.bad_rows.BadRows): stop at a malformed row (None,
         the default) or skip it."""
         bad_rows = policy(bad_rows)

@@ -59,10 +59,11 @@ class Task(abc.ABC):
         return {}
 
     @abc.abstractmethod
-    def read(self, data_root, split, bad_rows=None):
+    def read(self, data_root, split, bad_rows=None, config=None):
         """The split's examples; InputError for a missing folder or file, a bad row or an empty split.
         `bad_rows` (finetune.bad_rows.BadRows; None: stop at the first): what to do with a row that cannot
-        be parsed, where the format has rows."""
+        be parsed, where the format has rows. `config` (a FinetuningConfig, or None for the defaults): for the
+        options that change what is read (MRQA's mrqa_answer_end)."""
 
     @abc.abstractmethod
     def featurize(self, examples, tokenizer, config, training=False) -> dict:

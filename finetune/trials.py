@@ -37,7 +37,7 @@ def prepare_tasks(tasks, data_root, tokenizer, config, do_train=True, do_predict
     bad_rows = BadRows(skip=config.skip_bad_rows)
 
     def read(task, split):
-        rows = task.read(data_root, split, bad_rows=bad_rows)
+        rows = task.read(data_root, split, bad_rows=bad_rows, config=config)
         bad_rows.report(say)
         return rows
 

@@ -67,9 +67,10 @@ class MrqaTask(SpanTask):
                          f"{', '.join(str(f) for f in folders)}); put the MRQA file there or pass "
                          "--finetuning-data-dir")
 
-    def read(self, data_root, split, bad_rows=None):
+    def read(self, data_root, split, bad_rows=None, config=None):
         path, header_split = self.split_file(data_root, split)
-        return {"path": path, "examples": read_mrqa(path, header_split, bad_rows)}
+        answer_end = config.mrqa_answer_end if config is not None else "text_length"
+        return {"path": path, "examples": read_mrqa(path, header_split, bad_rows, answer_end)}
 
     def evaluate(self, features, outputs, config, suffix=""):
         predictions, _ = self.predictions(features, outputs, config)

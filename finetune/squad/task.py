@@ -75,7 +75,7 @@ class SquadTask(SpanTask):
                          f"{', '.join(str(f) for f in folders)}; put SQuAD {self.version} there or pass "
                          "--finetuning-data-dir")
 
-    def read(self, data_root, split, bad_rows=None):
+    def read(self, data_root, split, bad_rows=None, config=None):
         """`bad_rows` is not used: a SQuAD file is one JSON document, not rows (a malformed entry stops)."""
         path = self.split_file(data_root, split)
         dataset = load_json(path)

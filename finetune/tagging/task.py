@@ -50,7 +50,7 @@ class ChunkTask(Task):
         folder = find_task_dir(data_root, self.name, FOLDER_NAMES)
         return find_split_file(folder, split, SPLIT_FILES.get(split, (f"{split}.txt",)), self.name)
 
-    def read(self, data_root, split, bad_rows=None):
+    def read(self, data_root, split, bad_rows=None, config=None):
         return read_conll(self.split_file(data_root, split), set(LABEL_NAMES), need_tags=split != "test",
                           fix="use CoNLL-2000's full train.txt / test.txt", bad_rows=bad_rows)
 
