@@ -12,7 +12,10 @@ shard 0 with a WordPiece vocabulary of --vocab-size learned from it, pretrains a
 - swap: the fraction of sentences whose score is above the same sentence with two different words
   exchanged (the same tokens in another order: only context can tell them apart; chance is 0.5);
 - replace: the fraction above a copy with two one-token words replaced by random one-token words (rarer
-  words out of place: even unigram frequencies see most of these).
+  words out of place: even unigram frequencies see most of these);
+- how much the energies depend on context: the mean standard deviation of one token's energy across its
+  occurrences in the originals, against the standard deviation between tokens' mean energies (a
+  context-blind energy has the first near 0, and then swaps sit at chance).
 
 Prints one row per checkpoint and keeps them in <work-dir>/ranking.json (scored checkpoints are not
 scored again). The real-data test (tests/test_electric.py) runs the same measurement on a 250-step model.
@@ -60,8 +63,26 @@ def replace_two_words(sentence, rng, tokenizer, words_of_one_token):
     return " ".join(words) + " ."
 
 
+def context_spread(results, min_count=5):
+    """(mean std of one token's energy across its occurrences, std of the tokens' mean energies), over the
+    tokens seen at least `min_count` times: how much the energy depends on context vs on the token."""
+    import collections
+
+    import numpy as np
+
+    by_token = collections.defaultdict(list)
+    for result in results:
+        for token, energy in zip(result["tokens"], result["energies"]):
+            by_token[token].append(energy)
+    frequent = [values for values in by_token.values() if len(values) >= min_count]
+    if len(frequent) < 2:
+        return float("nan"), float("nan")
+    return float(np.mean([np.std(v) for v in frequent])), float(np.std([np.mean(v) for v in frequent]))
+
+
 def ranking_fractions(scorer, sentences, seed=0):
-    """{"swap", "replace": fraction of originals scored above their corrupted copy; "replace_pairs"}."""
+    """{"swap", "replace": fraction of originals scored above their corrupted copy; "replace_pairs";
+    "within_token", "between_tokens": context_spread of the originals' energies}."""
     import numpy as np
 
     vocab = scorer.tokenizer.convert_ids_to_tokens(list(range(scorer.tokenizer.vocab_size)))
@@ -76,8 +97,9 @@ def ranking_fractions(scorer, sentences, seed=0):
         raise FloatingPointError(f"{scorer.folder}: non-finite scores")
     count = len(sentences)
     original, swap, replace = scores[:count], scores[count:2 * count], scores[2 * count:]
+    within, between = context_spread(results[:count])
     return {"swap": float(np.mean(original > swap)), "replace": float(np.mean(original[kept] > replace)),
-            "replace_pairs": len(kept)}
+            "replace_pairs": len(kept), "within_token": within, "between_tokens": between}
 
 
 def parse_args(argv=None):
@@ -152,17 +174,18 @@ def main(argv=None):
     results_path = data_dir / "ranking.json"
     results = json.loads(results_path.read_text()) if results_path.is_file() else {}
     print(f"{len(sentences)} held-out sentences (shard 1); originals scored above their corrupted copy:")
-    print("| step | above swapped | above replaced | replaced pairs | scoring s |")
-    print("|---|---|---|---|---|")
+    print("| step | above swapped | above replaced | replaced pairs | energy std within a token | "
+          "std between tokens | scoring s |")
+    print("|---|---|---|---|---|---|---|")
     for step, prefix in saved_checkpoints(data_dir / "models" / MODEL_NAME):
-        if str(step) not in results:
+        if "within_token" not in results.get(str(step), {}):
             start = time.perf_counter()
             results[str(step)] = {**ranking_fractions(Scorer(prefix), sentences),
                                   "seconds": time.perf_counter() - start}
             atomic.write_json(results_path, results)
         row = results[str(step)]
         print(f"| {step} | {row['swap']:.3f} | {row['replace']:.3f} | {row['replace_pairs']} | "
-              f"{row['seconds']:.0f} |", flush=True)
+              f"{row['within_token']:.3f} | {row['between_tokens']:.3f} | {row['seconds']:.0f} |", flush=True)
 
 
 if __name__ == "__main__":
