@@ -118,8 +118,11 @@ def configure_tensorflow(threads, inter_op_threads=1):
     cores oversubscribe them (measured: 1 inter-op thread is ~1.4x faster than 2 for this step)."""
     import tensorflow as tf
 
-    tf.config.threading.set_intra_op_parallelism_threads(threads)
-    tf.config.threading.set_inter_op_parallelism_threads(inter_op_threads)
+    try:
+        tf.config.threading.set_intra_op_parallelism_threads(threads)
+        tf.config.threading.set_inter_op_parallelism_threads(inter_op_threads)
+    except RuntimeError:  # TensorFlow already ran (a test process): its pools stay; benchmark workers are fresh
+        pass
     return tf
 
 
