@@ -48,6 +48,9 @@ def prepare(args):
     config, dataset_dir, metadata = run_config.resolve_with_dataset(args.model_name, args.hparams, data_dir)
     vocab_file = run_config.vocab_source(metadata, dataset_dir)
     train_files, eval_files = run_config.split_shards(config, dataset_dir, metadata)
+    from training.cpu_features import turn_on_onednn
+
+    turn_on_onednn(precision=config.mixed_precision)  # before TensorFlow is imported (nothing above imports it)
 
     from training.backend import require_tensorflow_backend
 
@@ -82,9 +85,6 @@ def warn_emulated_bf16(precision, device_kind):
 @exit_on_input_error
 def main(argv=None):
     args = parse_args(argv)
-    from training.cpu_features import turn_on_onednn
-
-    turn_on_onednn()  # before TensorFlow is imported
     run = prepare(args)
     return run.run()
 

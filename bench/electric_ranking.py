@@ -11,6 +11,7 @@ shard 0 with a WordPiece vocabulary of --vocab-size learned from it, pretrains a
 
 - swap: the fraction of sentences whose score is above the same sentence with two different words
   exchanged (the same tokens in another order: only context can tell them apart; chance is 0.5);
+- shuffle: the same, against all the words in a random order;
 - replace: the fraction above a copy with two one-token words replaced by random one-token words (rarer
   words out of place: even unigram frequencies see most of these);
 - how much the energies depend on context: the mean standard deviation of one token's energy across its
@@ -44,6 +45,15 @@ def swap_two_words(sentence, rng):
         if words[i].lower().strip(",") != words[j].lower().strip(","):
             words[i], words[j] = words[j], words[i]
             return " ".join(words) + " ."
+
+
+def shuffle_words(sentence, rng):
+    """All the words in a random other order (final period kept): the grossest order violation."""
+    words = sentence.split()[:-1]
+    shuffled = words[:]
+    while shuffled == words:
+        rng.shuffle(shuffled)
+    return " ".join(shuffled) + " ."
 
 
 def replace_two_words(sentence, rng, tokenizer, words_of_one_token):
@@ -81,7 +91,7 @@ def context_spread(results, min_count=5):
 
 
 def ranking_fractions(scorer, sentences, seed=0):
-    """{"swap", "replace": fraction of originals scored above their corrupted copy; "replace_pairs";
+    """{"swap", "shuffle", "replace": fraction of originals scored above their corrupted copy; "replace_pairs";
     "within_token", "between_tokens": context_spread of the originals' energies}."""
     import numpy as np
 
@@ -91,15 +101,18 @@ def ranking_fractions(scorer, sentences, seed=0):
     swapped = [swap_two_words(s, rng) for s in sentences]
     replaced = [replace_two_words(s, rng, scorer.tokenizer, one_token_words) for s in sentences]
     kept = [i for i, r in enumerate(replaced) if r is not None]
-    results = scorer.score_texts(sentences + swapped + [replaced[i] for i in kept])
+    shuffled = [shuffle_words(s, rng) for s in sentences]
+    results = scorer.score_texts(sentences + swapped + shuffled + [replaced[i] for i in kept])
     scores = np.array([r["score"] for r in results])
     if not np.isfinite(scores).all():
         raise FloatingPointError(f"{scorer.folder}: non-finite scores")
     count = len(sentences)
-    original, swap, replace = scores[:count], scores[count:2 * count], scores[2 * count:]
+    original, swap, shuffle = scores[:count], scores[count:2 * count], scores[2 * count:3 * count]
+    replace = scores[3 * count:]
     within, between = context_spread(results[:count])
-    return {"swap": float(np.mean(original > swap)), "replace": float(np.mean(original[kept] > replace)),
-            "replace_pairs": len(kept), "within_token": within, "between_tokens": between}
+    return {"swap": float(np.mean(original > swap)), "shuffle": float(np.mean(original > shuffle)),
+            "replace": float(np.mean(original[kept] > replace)), "replace_pairs": len(kept),
+            "within_token": within, "between_tokens": between}
 
 
 def parse_args(argv=None):
@@ -174,17 +187,17 @@ def main(argv=None):
     results_path = data_dir / "ranking.json"
     results = json.loads(results_path.read_text()) if results_path.is_file() else {}
     print(f"{len(sentences)} held-out sentences (shard 1); originals scored above their corrupted copy:")
-    print("| step | above swapped | above replaced | replaced pairs | energy std within a token | "
+    print("| step | above swapped | above shuffled | above replaced | replaced pairs | energy std within a token | "
           "std between tokens | scoring s |")
-    print("|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|")
     for step, prefix in saved_checkpoints(data_dir / "models" / MODEL_NAME):
-        if "within_token" not in results.get(str(step), {}):
+        if "shuffle" not in results.get(str(step), {}):
             start = time.perf_counter()
             results[str(step)] = {**ranking_fractions(Scorer(prefix), sentences),
                                   "seconds": time.perf_counter() - start}
             atomic.write_json(results_path, results)
         row = results[str(step)]
-        print(f"| {step} | {row['swap']:.3f} | {row['replace']:.3f} | {row['replace_pairs']} | "
+        print(f"| {step} | {row['swap']:.3f} | {row['shuffle']:.3f} | {row['replace']:.3f} | {row['replace_pairs']} | "
               f"{row['within_token']:.3f} | {row['between_tokens']:.3f} | {row['seconds']:.0f} |", flush=True)
 
 

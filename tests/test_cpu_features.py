@@ -110,21 +110,25 @@ def test_onednn_is_turned_on_only_where_tensorflow_leaves_it_off():
         assert turn_on_onednn(environ, features, stream=None) is None and environ == {}
 
 
-@pytest.mark.parametrize("script", ["run_pretraining", "run_finetuning"])
-def test_run_scripts_turn_on_onednn(script, monkeypatch, capsys, tmp_path):
-    """main() sets it and says so in one line on stderr, before reading anything (here: a missing data
-    dir, exit 2), so before TensorFlow is imported in a fresh process."""
-    import importlib
-
+def test_run_finetuning_turns_on_onednn_first(monkeypatch, capsys, tmp_path):
+    """main() sets it and says so in one line on stderr before reading anything (here: a missing data
+    dir, exit 2), so before TensorFlow is imported in a fresh process. (run_pretraining.py: in prepare(),
+    once the precision is known; tests/test_run_pretraining.py.)"""
+    import run_finetuning
     from training import cpu_features
 
-    module = importlib.import_module(script)
     monkeypatch.setattr(cpu_features, "read_cpu_features", lambda **_: parse_cpuinfo(ZEN3))
     monkeypatch.delenv("TF_ENABLE_ONEDNN_OPTS", raising=False)
-    argv = ["--model-name", "m", "--data-dir", str(tmp_path / "missing")]
-    if script == "run_finetuning":
-        argv += ["--task", "rte"]
     with pytest.raises(SystemExit):
-        module.main(argv)
+        run_finetuning.main(["--model-name", "m", "--data-dir", str(tmp_path / "missing"), "--task", "rte"])
     assert os.environ["TF_ENABLE_ONEDNN_OPTS"] == "1"
     assert capsys.readouterr().err.startswith("note: oneDNN kernels turned on (TF_ENABLE_ONEDNN_OPTS=1)")
+
+
+def test_not_for_mixed_bfloat16():
+    """oneDNN has no bfloat16 matmul without AVX-512: TensorFlow's default (Eigen's emulation) stays."""
+    from training.cpu_features import turn_on_onednn
+
+    environ = {}
+    assert turn_on_onednn(environ, parse_cpuinfo(ZEN3), stream=None, precision="mixed_bfloat16") is None
+    assert environ == {}

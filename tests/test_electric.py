@@ -271,7 +271,8 @@ def test_score_ranks_wikipedia_sentences_above_corrupted_copies(wiki_electric, w
     from training.score import Scorer
 
     fractions = ranking_fractions(Scorer(wiki_electric), plain_wikipedia_sentences(wiki_shards[1], NUM_SENTENCES))
-    print(f"original above swapped: {fractions['swap']:.3f}; above replaced: {fractions['replace']:.3f} "
+    print(f"original above swapped: {fractions['swap']:.3f}; above shuffled: {fractions['shuffle']:.3f}; "
+          f"above replaced: {fractions['replace']:.3f} "
           f"({fractions['replace_pairs']} pairs); energy std within a token {fractions['within_token']:.3f}, "
           f"between tokens {fractions['between_tokens']:.3f}")
     assert fractions["between_tokens"] > fractions["within_token"] > 0  # learned token energies, some context

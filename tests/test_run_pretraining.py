@@ -247,3 +247,18 @@ def test_extra_checkpoint_steps_save_and_evaluate_there_without_changing_the_run
     assert names
     for name in names:
         assert (plain.get_tensor(name) == extra.get_tensor(name)).all(), name
+
+
+@pytest.mark.parametrize("precision, expected", [("float32", "1"), ("mixed_bfloat16", None)])
+def test_prepare_turns_on_onednn_on_an_avx2_cpu_for_float32(data_dir, monkeypatch, precision, expected):
+    """Where TensorFlow leaves oneDNN off (no VNNI/AMX), prepare() turns it on once the config says
+    float32, before anything imports TensorFlow; never for mixed_bfloat16 (tests/test_cpu_features.py)."""
+    from tests.test_cpu_features import ZEN3
+    from training import cpu_features
+
+    monkeypatch.setattr(cpu_features, "read_cpu_features", lambda **_: cpu_features.parse_cpuinfo(ZEN3))
+    monkeypatch.delenv("TF_ENABLE_ONEDNN_OPTS", raising=False)
+    run_pretraining.prepare(run_pretraining.parse_args([
+        "--model-name", "onednn_check", "--data-dir", str(data_dir),
+        "--hparams", hparams(mixed_precision=precision)]))
+    assert os.environ.get("TF_ENABLE_ONEDNN_OPTS") == expected

@@ -123,7 +123,7 @@ def bf16_cpu_warning(precision, on_cpu, features,
             f"{EMULATED_BF16_SLOWDOWN}); use float32 with {switch}")
 
 
-def turn_on_onednn(environ=None, features=None, stream="stderr"):
+def turn_on_onednn(environ=None, features=None, stream="stderr", precision="float32"):
     """Sets TF_ENABLE_ONEDNN_OPTS=1 where TensorFlow would leave oneDNN off (an x86 CPU without VNNI or
     AMX, such as AVX2-only ones) and the user has not set it; prints a one-line note to `stream` (None:
     silent; "stderr": sys.stderr at call time) and returns it, or None when nothing changed.
@@ -131,8 +131,12 @@ def turn_on_onednn(environ=None, features=None, stream="stderr"):
     Must run before TensorFlow reads the variable (its first op). Why: the electra_small step takes
     21.4 s with TensorFlow's default there and 10.7 s with oneDNN on (an AVX2 stand-in, docs/benchmarks.md);
     oneDNN changes only floating-point rounding, the default on AVX-512 VNNI CPUs anyway.
-    TF_ENABLE_ONEDNN_OPTS=0 keeps TensorFlow's default.
+    TF_ENABLE_ONEDNN_OPTS=0 keeps TensorFlow's default. Not for mixed_bfloat16: oneDNN has no bfloat16
+    matmul without AVX-512 (on the AVX2 stand-in the step aborts with a dnnl error), while TensorFlow's
+    default emulates it (0.85x of float32 on a Zen 3, and the scripts warn).
     """
+    if precision == "mixed_bfloat16":
+        return None
     environ = os.environ if environ is None else environ
     features = read_cpu_features(environ=environ) if features is None else features
     if ONEDNN_ENV in environ or not features.known or features.tf_onednn_by_default:
