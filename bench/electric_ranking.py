@@ -134,6 +134,12 @@ def parse_args(argv=None):
     parser.add_argument("--sentences", type=int, default=200)
     parser.add_argument("--no-train", action="store_true", help="only score the checkpoints already saved")
     args = parser.parse_args(argv)
+    for flag in ("model", "hparams"):
+        try:
+            setattr(args, flag, json.loads(getattr(args, flag)))
+        except json.JSONDecodeError as error:
+            parser.error(f"--{flag}: not JSON ({error.msg}, column {error.colno}); give an object such as "
+                         "'{\"num_layers\": 4}'")
     if not args.shared_data or not (args.shared_data / SHARDS.format(1)).is_file():
         parser.error(f"--shared-data (or ELECTRA_SHARED_DATA) must hold {SHARDS.format('0/1')}")
     return args
@@ -150,11 +156,11 @@ def build_dataset(args, data_dir):
 
 
 def train(args, data_dir):
-    hparams = {"model_size": args.model_size, "model_hparam_overrides": json.loads(args.model),
+    hparams = {"model_size": args.model_size, "model_hparam_overrides": args.model,
                "electric_objective": True, "num_train_steps": args.steps, "train_batch_size": args.batch_size,
                "learning_rate": args.learning_rate, "num_warmup_steps": min(1000, args.steps // 10),
                "iterations_per_loop": 100, "save_checkpoints_steps": args.eval_every, "keep_checkpoint_max": 0,
-               **json.loads(args.hparams)}
+               **args.hparams}
     run(["run_pretraining.py", "--model-name", MODEL_NAME, "--data-dir", data_dir,
          "--hparams", json.dumps(hparams)])
 
