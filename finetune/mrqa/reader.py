@@ -104,7 +104,8 @@ def _examples(path, number, record, seen_ids, answer_end):
                                  "inclusive) or drop the question")
         text, start_word, end_word, found = "", -1, -1, False
         if spans:
-            text, start_word, end_word, found = _target(paragraph, qa["detected_answers"][0], answer_end)
+            first = next(detected for detected in qa["detected_answers"] if detected["char_spans"])
+            text, start_word, end_word, found = _target(paragraph, first, answer_end)
         examples.append(SquadExample(qid, question, paragraph, answers, text, start_word, end_word,
                                      is_impossible=False, answer_found=found))
     seen_ids.update(line_ids)
