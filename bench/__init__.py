@@ -6,4 +6,4 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before any script here imp
 
 from training.cpu_features import turn_on_onednn  # noqa: E402
 
-turn_on_onednn(stream=None)  # measure what run_pretraining.py and run_finetuning.py run; the scripts print it
+turn_on_onednn(quiet=True)  # measure what run_pretraining.py and run_finetuning.py run; the scripts print it

@@ -10,9 +10,8 @@ variant changes the random stream and rounds the keep probability to float16's g
 ever be a named option; this measures whether it would be worth one.
 """
 import argparse
+import json
 import os
-import subprocess
-import sys
 import time
 
 VARIANTS = ("keras", "float32", "float16")
@@ -48,7 +47,7 @@ def worker(args):
         start = time.perf_counter()
         float(step(batch)[0])
         times.append(time.perf_counter() - start)
-    print(f"RESULT {sum(times) / len(times):.3f}", flush=True)
+    print("RESULT " + json.dumps({"s_per_step": sum(times) / len(times)}), flush=True)
 
 
 def main(argv=None):
@@ -66,17 +65,15 @@ def main(argv=None):
 
     print(f"CPU: {read_cpu_features().describe()}; electra_small float32, batch {args.batch_size} x "
           f"{args.seq_length}, {args.steps} timed steps per variant")
+    from bench.pretrain_step_cpu import spawn_worker
+
     seconds = {}
     for variant in VARIANTS:
-        command = [sys.executable, "-m", "bench.dropout_rng_cpu", "--worker", variant, "--steps", str(args.steps),
-                   "--batch-size", str(args.batch_size), "--seq-length", str(args.seq_length),
-                   "--threads", str(args.threads), "--inter-op-threads", str(args.inter_op_threads)]
-        done = subprocess.run(command, capture_output=True, text=True)
-        lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
-        if done.returncode or not lines:
-            print(f"{variant}: FAILED (rc {done.returncode})\n{done.stderr[-2000:]}")
-            continue
-        seconds[variant] = float(lines[-1].split()[1])
+        result = spawn_worker("bench.dropout_rng_cpu", variant, [
+            "--steps", args.steps, "--batch-size", args.batch_size, "--seq-length", args.seq_length,
+            "--threads", args.threads, "--inter-op-threads", args.inter_op_threads], args.threads)
+        if result is not None:
+            seconds[variant] = result["s_per_step"]
     print("| dropout random numbers | s/step | x Keras' |")
     print("|---|---|---|")
     for variant, value in seconds.items():

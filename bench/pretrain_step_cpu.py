@@ -280,24 +280,28 @@ def run_worker(args):
 
 
 # ---------------------------------------------------------------------------------------- parent
-def spawn(name, args):
-    command = [sys.executable, "-m", "bench.pretrain_step_cpu", "--worker", name, "--threads", str(args.threads),
-               "--inter-op-threads", str(args.inter_op_threads),
-               "--batch-size", str(args.batch_size), "--seq-length", str(args.seq_length),
-               "--steps", str(args.steps), "--warmup", str(args.warmup)]
-    if args.bf16_peak:
-        command.append("--bf16-peak")
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", KERAS_BACKEND="tensorflow",
-               OMP_NUM_THREADS=str(args.threads))
-    start = time.perf_counter()
+def spawn_worker(module, name, worker_args, threads):
+    """Runs `python -m <module> --worker <name> <worker_args>` in a fresh process (its own thread pools) and
+    returns the JSON of its last "RESULT " line, or None after printing why it failed."""
+    command = [sys.executable, "-m", module, "--worker", name, *map(str, worker_args)]
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", KERAS_BACKEND="tensorflow", OMP_NUM_THREADS=str(threads))
     completed = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True)
     lines = [line for line in completed.stdout.splitlines() if line.startswith("RESULT ")]
     if completed.returncode or not lines:
         print(f"[{name}] FAILED (rc {completed.returncode}):\n{completed.stderr[-3000:]}", flush=True)
         return None
-    result = json.loads(lines[-1][len("RESULT "):])
-    print(f"[{name}] done in {time.perf_counter() - start:.0f} s: "
-          + json.dumps({k: v for k, v in result.items() if k not in ("losses",)}), flush=True)
+    return json.loads(lines[-1][len("RESULT "):])
+
+
+def spawn(name, args):
+    worker_args = ["--threads", args.threads, "--inter-op-threads", args.inter_op_threads,
+                   "--batch-size", args.batch_size, "--seq-length", args.seq_length,
+                   "--steps", args.steps, "--warmup", args.warmup] + (["--bf16-peak"] if args.bf16_peak else [])
+    start = time.perf_counter()
+    result = spawn_worker("bench.pretrain_step_cpu", name, worker_args, args.threads)
+    if result is not None:
+        print(f"[{name}] done in {time.perf_counter() - start:.0f} s: "
+              + json.dumps({k: v for k, v in result.items() if k not in ("losses",)}), flush=True)
     return result
 
 

@@ -11,7 +11,7 @@ import pytest
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 from training.cpu_features import turn_on_onednn  # noqa: E402
 
-turn_on_onednn(stream=None)  # as the run scripts do: the suite runs ~2x faster on AVX2-only CPUs
+turn_on_onednn(quiet=True)  # as the run scripts do: the suite runs ~2x faster on AVX2-only CPUs
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 

@@ -98,16 +98,16 @@ def test_onednn_is_turned_on_only_where_tensorflow_leaves_it_off():
     zen3, zen4 = parse_cpuinfo(ZEN3), parse_cpuinfo(ZEN4)
     assert zen4.tf_onednn_by_default and not zen3.tf_onednn_by_default
     environ = {}
-    note = turn_on_onednn(environ, zen3, stream=None)
+    note = turn_on_onednn(environ, zen3, quiet=True)
     assert environ == {"TF_ENABLE_ONEDNN_OPTS": "1"} and note.count("\n") == 0
     assert "AMD EPYC 7B13" in note and "TF_ENABLE_ONEDNN_OPTS=0" in note
     for user_choice in ("0", "1"):
         environ = {"TF_ENABLE_ONEDNN_OPTS": user_choice}
-        assert turn_on_onednn(environ, zen3, stream=None) is None
+        assert turn_on_onednn(environ, zen3, quiet=True) is None
         assert environ == {"TF_ENABLE_ONEDNN_OPTS": user_choice}
     for features in (zen4, CpuFeatures()):  # on already; or not an x86 Linux host
         environ = {}
-        assert turn_on_onednn(environ, features, stream=None) is None and environ == {}
+        assert turn_on_onednn(environ, features, quiet=True) is None and environ == {}
 
 
 def test_run_finetuning_turns_on_onednn_first(monkeypatch, capsys, tmp_path):
@@ -130,5 +130,5 @@ def test_not_for_mixed_bfloat16():
     from training.cpu_features import turn_on_onednn
 
     environ = {}
-    assert turn_on_onednn(environ, parse_cpuinfo(ZEN3), stream=None, precision="mixed_bfloat16") is None
+    assert turn_on_onednn(environ, parse_cpuinfo(ZEN3), quiet=True, precision="mixed_bfloat16") is None
     assert environ == {}

@@ -123,10 +123,10 @@ def bf16_cpu_warning(precision, on_cpu, features,
             f"{EMULATED_BF16_SLOWDOWN}); use float32 with {switch}")
 
 
-def turn_on_onednn(environ=None, features=None, stream="stderr", precision="float32"):
+def turn_on_onednn(environ=None, features=None, precision="float32", quiet=False):
     """Sets TF_ENABLE_ONEDNN_OPTS=1 where TensorFlow would leave oneDNN off (an x86 CPU without VNNI or
-    AMX, such as AVX2-only ones) and the user has not set it; prints a one-line note to `stream` (None:
-    silent; "stderr": sys.stderr at call time) and returns it, or None when nothing changed.
+    AMX, such as AVX2-only ones) and the user has not set it; prints a one-line note on stderr (unless
+    `quiet`) and returns it, or None when nothing changed.
 
     Must run before TensorFlow reads the variable (its first op). Why: the electra_small step takes
     21.4 s with TensorFlow's default there and 10.7 s with oneDNN on (an AVX2 stand-in, docs/benchmarks.md);
@@ -145,6 +145,6 @@ def turn_on_onednn(environ=None, features=None, stream="stderr", precision="floa
     note = (f"note: oneDNN kernels turned on ({ONEDNN_ENV}=1): TensorFlow leaves them off on this CPU "
             f"({features.model}: no {'/'.join(TF_ONEDNN_DEFAULT_FLAGS[:3])} or AMX), where they make a "
             f"training step about 2x faster; {ONEDNN_ENV}=0 keeps TensorFlow's default")
-    if stream is not None:
-        print(note, file=sys.stderr if stream == "stderr" else stream, flush=True)
+    if not quiet:
+        print(note, file=sys.stderr, flush=True)
     return note
