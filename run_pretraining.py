@@ -51,6 +51,10 @@ def prepare(args):
     from training.cpu_features import turn_on_onednn
 
     turn_on_onednn(precision=config.mixed_precision)  # before TensorFlow is imported (nothing above imports it)
+    if config.xla_fuse_elementwise:
+        from training.xla_fusion import fuse_elementwise_with_xla
+
+        fuse_elementwise_with_xla()  # the same: TensorFlow reads its XLA flags once
 
     from training.backend import require_tensorflow_backend
 

@@ -2,6 +2,7 @@
 
     .venv/bin/python -m bench.pretrain_step_cpu [--steps 3] [--warmup 1] [--batch-size 128]
         [--variants tf-fp32-xla,tf-fp32,tf-bf16-xla,tf-bf16,hf-fp32] [--threads 2]
+    (also tf-fp32-fuse, tf-bf16-fuse: the config option xla_fuse_elementwise, training/xla_fusion.py)
 
 One run measures, each in its own subprocess (so TensorFlow's and PyTorch's thread pools never
 compete), one after the other:
@@ -11,7 +12,8 @@ compete), one after the other:
   6 minutes on a Zen 3 (--force-bf16-peak measures it anyway);
 - our training step: build_pretrainer(PretrainingConfig electra_small, generator fraction 1/4), the
   optimizer from pretrain.builder.build_optimizer, GradientTape over loss_denominators +
-  train_loss_and_stats, apply_gradients, all under one tf.function (XLA on or off), float32 or
+  train_loss_and_stats, apply_gradients, all under one tf.function (XLA on or off; `-fuse`: XLA for
+  the elementwise ops only, the matmuls on oneDNN), float32 or
   mixed_bfloat16, on a synthetic batch of random token ids with a realistic input_mask;
 - the same step assembled from transformers' PyTorch ELECTRA classes: ElectraForMaskedLM generator
   (hidden 64, 1 head, FFN 256) sharing the embeddings module of ElectraForPreTraining (hidden 256,
@@ -35,7 +37,7 @@ import time
 REPO = pathlib.Path(__file__).resolve().parents[1]
 
 
-VARIANTS = ("tf-fp32-xla", "tf-fp32", "tf-bf16-xla", "tf-bf16", "hf-fp32")
+VARIANTS = ("tf-fp32-xla", "tf-fp32", "tf-fp32-fuse", "tf-bf16-xla", "tf-bf16", "tf-bf16-fuse", "hf-fp32")
 DEFAULT_VARIANTS = "tf-fp32-xla,tf-fp32,tf-bf16-xla,tf-bf16,hf-fp32"
 PEAK_N = 4096
 PEAK_REPS = 5
@@ -203,7 +205,8 @@ def worker_tf(args, precision, xla):
             "flops_per_sequence": train_flops_per_sequence(config, args.seq_length),
             "generator": f"hidden {generator.hidden_size}, {generator.num_heads} head(s), "
                          f"FFN {generator.intermediate_size}, fraction {config.generator_hidden_size}",
-            "onednn": onednn_state(), "tensorflow": tf.__version__, "keras": keras.__version__}
+            "onednn": onednn_state(), "tf_xla_flags": os.environ.get("TF_XLA_FLAGS", ""),
+            "tensorflow": tf.__version__, "keras": keras.__version__}
 
 
 def worker_hf(args):
@@ -271,6 +274,10 @@ def run_worker(args):
     elif name == "peak-tf":
         result = worker_peak_tf(args)
     elif name.startswith("tf-"):
+        if name.endswith("-fuse"):
+            from training.xla_fusion import fuse_elementwise_with_xla
+
+            fuse_elementwise_with_xla(quiet=True)  # before worker_tf imports TensorFlow
         result = worker_tf(args, "bf16" if "bf16" in name else "fp32", name.endswith("-xla"))
     elif name == "hf-fp32":
         result = worker_hf(args)

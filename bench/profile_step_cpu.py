@@ -4,6 +4,7 @@ optimizer, other elementwise work).
 
     python -m bench.profile_step_cpu [--precision fp32|bf16] [--batch-size 128] [--steps 2] [--warmup 1]
     TF_ENABLE_ONEDNN_OPTS=0 python -m bench.profile_step_cpu      # TensorFlow's own default on AVX2 CPUs
+    python -m bench.profile_step_cpu --xla-fuse-elementwise      # the config option (training/xla_fusion.py)
 
 The step is bench/pretrain_step_cpu.py's (electra_small, generator 1/4, synthetic batch, one tf.function,
 XLA off, one inter-op thread as the benchmark). Op time is each op's wall time on the thread that ran it,
@@ -28,6 +29,7 @@ MATMUL_TYPES = ("MatMul", "_MklMatMul", "BatchMatMul*", "_MklBatchMatMul*", "_Fu
 # a LayerNorm's Mul counts as LayerNorm and a dropout's Select as dropout, backward passes included.
 RULES = (
     ("matmuls", (), MATMUL_TYPES),
+    ("XLA clusters (fused elementwise ops)", (), ("_XlaRun", "_XlaCompile", "_XlaMerge", "XlaLaunch")),
     ("dropout (random numbers and masks)", ("dropout",), ()),
     ("GELU (exact, erf)", ("/Gelu/", "gelu"), ("Erf", "Erfc")),
     ("LayerNorm", ("LayerNorm", "layer_norm"), ("_MklLayerNorm",)),
@@ -93,23 +95,25 @@ def read_xspace(logdir):
 
 
 def profile(args):
-    """({(op name, op type): µs per step}, wall s per profiled step)."""
+    """({(op name, op type): µs per step}, wall s per profiled step, [loss of every step]); the weights and
+    random streams are seeded, so two runs in two processes train on the same numbers."""
+    import keras
     import tensorflow as tf
 
     from bench.pretrain_step_cpu import build_tf_step
 
+    keras.utils.set_random_seed(0)
     train_step, batch, _ = build_tf_step(args, args.precision, xla=False, model_size=args.model_size)
-    for _ in range(args.warmup):
-        float(train_step(batch)[0])
+    losses = [float(train_step(batch)[0]) for _ in range(args.warmup)]
     with tempfile.TemporaryDirectory() as logdir:
         tf.profiler.experimental.start(logdir)
         start = time.perf_counter()
         for _ in range(args.steps):
-            float(train_step(batch)[0])
+            losses.append(float(train_step(batch)[0]))
         wall = (time.perf_counter() - start) / args.steps
         tf.profiler.experimental.stop()
         totals = op_times(read_xspace(logdir))
-    return {key: us / args.steps for key, us in totals.items()}, wall
+    return {key: us / args.steps for key, us in totals.items()}, wall, losses
 
 
 def report(per_step, wall, top=15, out=None):
@@ -144,20 +148,31 @@ def main(argv=None):
     parser.add_argument("--warmup", type=int, default=1, help="steps before profiling (the first compiles)")
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 2)
     parser.add_argument("--inter-op-threads", type=int, default=1)
-    parser.add_argument("--json", type=pathlib.Path, help="also write {kind: µs per step} here")
+    parser.add_argument("--xla-fuse-elementwise", action="store_true",
+                        help="the pretraining option xla_fuse_elementwise: XLA fuses the elementwise ops")
+    parser.add_argument("--json", type=pathlib.Path,
+                        help="also write {\"kinds\": {kind: µs per step}, \"op_types\": {type: µs per step}} here")
     args = parser.parse_args(argv)
     os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+    if args.xla_fuse_elementwise:
+        from training.xla_fusion import fuse_elementwise_with_xla
+
+        fuse_elementwise_with_xla()  # before TensorFlow is imported
 
     from bench.pretrain_step_cpu import onednn_state
     from training.cpu_features import read_cpu_features
 
     print(f"CPU: {read_cpu_features().describe()}")
-    per_step, wall = profile(args)
+    per_step, wall, losses = profile(args)
     print(f"oneDNN: {onednn_state()}; {args.model_size}, {args.precision}, batch {args.batch_size} x "
           f"{args.seq_length}, {args.threads} threads, {args.steps} profiled steps after {args.warmup}")
     by_kind = report(per_step, wall)
     if args.json:
-        args.json.write_text(json.dumps(by_kind, indent=2, sort_keys=True) + "\n")
+        op_types = collections.Counter()
+        for (_, op_type), us in per_step.items():
+            op_types[op_type] += us
+        args.json.write_text(json.dumps({"kinds": by_kind, "op_types": op_types, "losses": losses,
+                                         "wall_s_per_step": wall}, indent=2, sort_keys=True) + "\n")
 
 
 if __name__ == "__main__":

@@ -57,6 +57,9 @@ class PretrainingConfig:
     keep_checkpoint_max: int = 5  # 0 keeps all
     mixed_precision: str = "float32"  # a Keras dtype policy name
     use_xla: bool = True  # jit-compile the forward/backward pass (see training/step.py for CPU)
+    # option: XLA fuses only the elementwise ops, the matmuls stay oneDNN's (training/xla_fusion.py); where
+    # use_xla does not compile the step (CPU hosts)
+    xla_fuse_elementwise: bool = False
     eval_holdout_shards: int = 1  # with do_eval and >= 2 shards: the last N shards are eval-only
     eval_every_steps: int = 0  # with do_eval: evaluate every N steps (0: at each checkpoint)
 

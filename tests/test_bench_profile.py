@@ -22,8 +22,9 @@ def test_kinds_follow_scopes_before_types():
 def test_profiles_a_tiny_step(capsys):
     args = argparse.Namespace(precision="fp32", model_size="electra_tiny", batch_size=4, seq_length=16,
                               steps=1, warmup=1, threads=2, inter_op_threads=1)
-    per_step, wall = profiler.profile(args)
+    per_step, wall, losses = profiler.profile(args)
     assert wall > 0 and per_step
+    assert len(losses) == 2 and all(loss > 0 for loss in losses), losses
     by_kind = profiler.report(per_step, wall)
     for kind in ("matmuls", "dropout (random numbers and masks)", "LayerNorm", "GELU (exact, erf)",
                  "optimizer and clipping"):

@@ -262,3 +262,17 @@ def test_prepare_turns_on_onednn_on_an_avx2_cpu_for_float32(data_dir, monkeypatc
         "--model-name", "onednn_check", "--data-dir", str(data_dir),
         "--hparams", hparams(mixed_precision=precision)]))
     assert os.environ.get("TF_ENABLE_ONEDNN_OPTS") == expected
+
+
+@pytest.mark.parametrize("fuse", [True, False])
+def test_prepare_asks_for_xla_elementwise_fusion_only_when_the_config_does(data_dir, monkeypatch, fuse):
+    """xla_fuse_elementwise sets TensorFlow's XLA flags in prepare(), before TensorFlow would read them (this
+    test process has read them already, so the call is recorded, not made: tests/test_xla_fusion.py runs it)."""
+    from training import xla_fusion
+
+    calls = []
+    monkeypatch.setattr(xla_fusion, "fuse_elementwise_with_xla", lambda: calls.append("fused"))
+    run_pretraining.prepare(run_pretraining.parse_args([
+        "--model-name", "fusion_check", "--data-dir", str(data_dir),
+        "--hparams", hparams(xla_fuse_elementwise=fuse)]))
+    assert calls == (["fused"] if fuse else [])

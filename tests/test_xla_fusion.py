@@ -1,0 +1,52 @@
+"""training/xla_fusion.py: the TF_XLA_FLAGS it sets, and on a real (tiny) step that XLA then runs the
+elementwise ops while the matmuls stay oneDNN's, with the same losses up to rounding."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from training.xla_fusion import ENV, fuse_elementwise_with_xla
+
+OURS = "--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit --tf_xla_ops_to_cluster=FUSIBLE"
+
+
+def test_sets_the_three_flags_and_says_so(capsys):
+    environ = {}
+    note = fuse_elementwise_with_xla(environ)
+    assert environ[ENV] == OURS
+    assert capsys.readouterr().err.strip() == note and "FUSIBLE" in note
+
+
+def test_keeps_the_users_flags_and_lets_theirs_win():
+    environ = {ENV: "--tf_xla_clustering_debug --tf_xla_auto_jit=1"}
+    fuse_elementwise_with_xla(environ, quiet=True)
+    assert environ[ENV] == ("--tf_xla_clustering_debug --tf_xla_auto_jit=1 --tf_xla_cpu_global_jit "
+                            "--tf_xla_ops_to_cluster=FUSIBLE")
+    assert fuse_elementwise_with_xla(environ, quiet=True) is None  # nothing left to add
+    assert environ[ENV].count("--tf_xla_cpu_global_jit") == 1
+
+
+def profile_tiny_step(tmp_path, name, *flags):
+    out = tmp_path / f"{name}.json"
+    env = {k: v for k, v in os.environ.items() if k != ENV}
+    env.update(KERAS_BACKEND="tensorflow", TF_CPP_MIN_LOG_LEVEL="2")
+    subprocess.run([sys.executable, "-m", "bench.profile_step_cpu", "--model-size", "electra_tiny",
+                    "--batch-size", "4", "--seq-length", "16", "--steps", "1", "--warmup", "1",
+                    "--json", str(out), *flags], check=True, env=env, capture_output=True, text=True)
+    return json.loads(out.read_text())
+
+
+def test_xla_runs_the_elementwise_ops_and_onednn_the_matmuls(tmp_path):
+    plain = profile_tiny_step(tmp_path, "plain")
+    fused = profile_tiny_step(tmp_path, "fused", "--xla-fuse-elementwise")
+    assert "_XlaRun" not in plain["op_types"]
+    assert fused["op_types"].get("_XlaRun", 0) > 0, fused["op_types"]
+    matmuls = ("_MklMatMul", "MatMul", "_MklBatchMatMulV2", "BatchMatMulV2")
+    assert sum(fused["op_types"].get(t, 0) for t in matmuls) > 0, fused["op_types"]
+    # GELU's erfc, LayerNorm's moments, the bias gradients: TensorFlow kernels before, inside the clusters now.
+    for elementwise in ("Erfc", "SquaredDifference", "Sqrt", "BiasAddGrad"):
+        assert elementwise in plain["op_types"] and elementwise not in fused["op_types"], elementwise
+    # Same weights, batch and random streams: the first loss and the one after an update agree to rounding.
+    assert fused["losses"] == pytest.approx(plain["losses"], rel=1e-5)
