@@ -102,9 +102,10 @@ class Run:
         step = int(optimizer.iterations.numpy())
         total = config.num_train_steps
         params = sum(int(np.prod(v.shape)) for v in pretrainer.trainable_variables)
+        xla = 'on' if jit else 'elementwise only' if config.xla_fuse_elementwise else 'off'
         say(f"Pretraining {config.model_name} ({config.model_size}, {params:,} parameters) on "
             f"{strategy_lib.describe(strategy)}: global batch {config.train_batch_size} × "
-            f"{config.max_seq_length} tokens, {total} steps, {config.mixed_precision}, XLA {'on' if jit else 'elementwise only' if config.xla_fuse_elementwise else 'off'}, "
+            f"{config.max_seq_length} tokens, {total} steps, {config.mixed_precision}, XLA {xla}, "
             f"{len(self.train_files)} training shard(s)"
             + (f", {len(self.eval_files)} eval shard(s)" if config.do_eval else "") + f"; writing to {self.model_dir}")
         if config.do_eval and self.eval_files == self.train_files:
