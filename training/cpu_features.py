@@ -131,9 +131,12 @@ def turn_on_onednn(environ=None, features=None, precision="float32", quiet=False
     Must run before TensorFlow reads the variable (its first op). Why: the electra_small step takes
     21.4 s with TensorFlow's default there and 10.7 s with oneDNN on (an AVX2 stand-in, docs/benchmarks.md);
     oneDNN changes only floating-point rounding, the default on AVX-512 VNNI CPUs anyway.
-    TF_ENABLE_ONEDNN_OPTS=0 keeps TensorFlow's default. Not for mixed_bfloat16: oneDNN has no bfloat16
-    matmul without AVX-512 (on the AVX2 stand-in the step aborts with a dnnl error), while TensorFlow's
-    default emulates it (0.85x of float32 on a Zen 3, and the scripts warn).
+    TF_ENABLE_ONEDNN_OPTS=0 keeps TensorFlow's default. Not for mixed_bfloat16, which stays as measured on
+    the Zen 3 (TensorFlow's default emulates it: 0.85x of float32, and the scripts warn). On the AVX2
+    stand-in with oneDNN on, bfloat16 matmuls abort (a dnnl error, or a segfault in the test suite); that
+    is likely the stand-in's own: TensorFlow hands bfloat16 ops to oneDNN only where cpuid shows AVX512F
+    (IsBF16SupportedByOneDNNOnThisCPU), which the stand-in's CPU has and its capped oneDNN cannot serve,
+    while a real AVX2 CPU would get Eigen's kernels. Unmeasured on one, so the rule stays.
     """
     if precision == "mixed_bfloat16":
         return None
