@@ -44,6 +44,33 @@ def check_electric(config, name):
                          "model pretrained with --hparams '{\"electric_objective\": true}'")
 
 
+def batch_inputs(config, id_lists):
+    """[CLS] ids [SEP], padded to the longest of the batch: int32 arrays [batch, length]."""
+    sequences = [[config.cls_token_id, *ids, config.sep_token_id] for ids in id_lists]
+    length = max(len(sequence) for sequence in sequences)
+    input_ids = np.zeros((len(sequences), length), np.int32)
+    input_mask = np.zeros((len(sequences), length), np.int32)
+    for row, sequence in enumerate(sequences):
+        input_ids[row, :len(sequence)] = sequence
+        input_mask[row, :len(sequence)] = 1
+    return {"input_ids": input_ids, "input_mask": input_mask, "segment_ids": np.zeros_like(input_ids)}
+
+
+def score_ids(pretrainer, config, id_lists):
+    """[(score, [energy of each id])] of token-id lists (each at most max_seq_length - 2 long, none empty),
+    one forward pass of the discriminator: the score is -Σ E over the text's own tokens. Backend-neutral
+    (no tokenizer, no TensorFlow), so that a JAX process scores pre-tokenized texts exactly as Scorer does."""
+    from pretrain.masking import candidate_mask
+
+    batch = batch_inputs(config, id_lists)
+    special_ids = (config.cls_token_id, config.sep_token_id, config.mask_token_id)
+    energies = np.asarray(pretrainer.energies(batch, training=False), np.float32)
+    weights = np.asarray(candidate_mask(batch["input_ids"], batch["input_mask"], special_ids), np.float32)
+    scores = -np.sum(energies * weights, axis=-1)
+    return [(float(scores[row]), [float(e) for e in energies[row, 1:len(ids) + 1]])
+            for row, ids in enumerate(id_lists)]
+
+
 class Scorer:
     """An Electric model folder's discriminator, energy head and tokenizer (`path`: the folder, its latest
     checkpoint, or a checkpoint prefix in it)."""
@@ -60,27 +87,6 @@ class Scorer:
         self.pretrainer = self.folder.pretrainer
         vocab = "spm_model" if self.folder.is_sentencepiece else "vocab_file"
         self.tokenizer = load_tokenizer(**{vocab: self.folder.vocab_file}, lower_case=self.config.do_lower_case)
-        self.special_ids = (self.config.cls_token_id, self.config.sep_token_id, self.config.mask_token_id)
-
-    def inputs(self, id_lists):
-        """[CLS] ids [SEP], padded to the longest of the batch: int32 arrays [batch, length]."""
-        c = self.config
-        sequences = [[c.cls_token_id, *ids, c.sep_token_id] for ids in id_lists]
-        length = max(len(sequence) for sequence in sequences)
-        input_ids = np.zeros((len(sequences), length), np.int32)
-        input_mask = np.zeros((len(sequences), length), np.int32)
-        for row, sequence in enumerate(sequences):
-            input_ids[row, :len(sequence)] = sequence
-            input_mask[row, :len(sequence)] = 1
-        return {"input_ids": input_ids, "input_mask": input_mask, "segment_ids": np.zeros_like(input_ids)}
-
-    def energies(self, batch):
-        """(energies float32 [batch, length], weights float32 [batch, length]: 1 at the summed tokens)."""
-        from pretrain.masking import candidate_mask
-
-        energies = np.asarray(self.pretrainer.energies(batch, training=False), np.float32)
-        weights = np.asarray(candidate_mask(batch["input_ids"], batch["input_mask"], self.special_ids), np.float32)
-        return energies, weights
 
     def score_texts(self, texts, batch_size=DEFAULT_BATCH_SIZE, progress=None):
         """[{"text", "score", "tokens", "energies", "truncated"}] in input order; `progress` a ProgressLine."""
@@ -94,13 +100,12 @@ class Scorer:
                 empty = start + next(i for i, ids in enumerate(id_lists) if not len(ids))
                 raise InputError(f"text {empty + 1} ({texts[empty]!r}) has no tokens the model reads; give each "
                                  "text at least one word")
-            energies, weights = self.energies(self.inputs(id_lists))
-            scores = -np.sum(energies * weights, axis=-1)
+            scored = score_ids(self.pretrainer, self.config, id_lists)
             for row, (text, ids) in enumerate(zip(chunk, id_lists)):
-                results.append({"text": text, "score": float(scores[row]),
+                score, energies = scored[row]
+                results.append({"text": text, "score": score,
                                 "tokens": self.tokenizer.convert_ids_to_tokens([int(i) for i in ids]),
-                                "energies": [float(e) for e in energies[row, 1:len(ids) + 1]],
-                                "truncated": len(full[row]) > room})
+                                "energies": energies, "truncated": len(full[row]) > room})
             if progress is not None:
                 progress.update(len(results))
         return results
