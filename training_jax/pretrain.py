@@ -160,8 +160,11 @@ class Run:
         import numpy as np
 
         self.args = args
+        if not (args.study / STUDY_FILE).is_file():
+            raise InputError(f"{args.study / STUDY_FILE}: missing; pass the folder a --device-export wrote "
+                             "(bench/rtd_vs_mlm.py or bench/electric_ranking.py)")
         study = json.loads((args.study / STUDY_FILE).read_text())
-        arm = study["arms"][args.arm]
+        arm = study_arm(study, args.study, args.arm)
         self.checkpoint_steps = arm["checkpoint_steps"]
         self.log_every, self.eval_every = study["log_every"], study["eval_every"][args.arm]
         self.config, self.model, self.optimizer = build(args.study / (config_file or arm["config_file"]))
@@ -364,6 +367,15 @@ class Run:
         self.log(f"saved {weights_file(step)}")
 
 
+def study_arm(study, study_dir, arm):
+    """The study's entry for `arm` (config file, steps, checkpoints); InputError naming the arms it has. Each
+    export lists its own arms (the RTD-vs-MLM study electra and mlm, the Electric bench electric)."""
+    if arm not in study["arms"]:
+        raise InputError(f"--arm {arm}: {study_dir / STUDY_FILE} has no such arm; give one of "
+                         f"{', '.join(sorted(study['arms']))}")
+    return study["arms"][arm]
+
+
 def measure(study_dir, config_file, arm, steps=30):
     """(steps/s, compile seconds) of one arm's update at `config_file` of the study (nothing is written)."""
     run = Run(parse_args(["--study", str(study_dir), "--arm", arm, "--out", str(study_dir)]), config_file)
@@ -373,8 +385,9 @@ def measure(study_dir, config_file, arm, steps=30):
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--study", type=pathlib.Path, required=True,
-                        help="the folder bench/rtd_vs_mlm.py --device-export wrote")
-    parser.add_argument("--arm", required=True, choices=("electra", "mlm"))
+                        help="the folder bench/rtd_vs_mlm.py (or bench/electric_ranking.py) --device-export wrote")
+    parser.add_argument("--arm", required=True, help="one of the arms study.json lists (the RTD-vs-MLM study: "
+                        "electra, mlm; the Electric bench: electric)")
     parser.add_argument("--out", type=pathlib.Path, required=True)
     parser.add_argument("--state-dir", type=pathlib.Path, default=None,
                         help="where the resumable state is kept (default <study>/state_<arm>); hundreds of MB "

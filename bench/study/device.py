@@ -91,11 +91,8 @@ def export_for_device(plan, out_dir, finetune_tasks=True, minutes=None, shown_as
     compact arrays, the fine-tuning tasks as arrays, and the study's plan (study.json, last). The printed
     commands name the folder `shown_as` (as the user gave it: relative to the repository's root, it is the
     same path in the accelerator's copy of the repository)."""
-    import numpy as np
-
     from training import run_config
     from training_jax import pretrain as pretrain_jax
-    from training_jax.arrays import pack_examples
 
     out_dir.mkdir(parents=True, exist_ok=True)
     study = {"log_every": DEVICE_LOG_EVERY, "eval_every": {}, "arms": {}, "plan": plan_record(plan)}
@@ -110,21 +107,33 @@ def export_for_device(plan, out_dir, finetune_tasks=True, minutes=None, shown_as
     eval_count = config.eval_batch_size * config.num_eval_steps
     for name, files, limit in ((pretrain_jax.TRAIN_ARRAYS, train_files, None),
                                (pretrain_jax.EVAL_ARRAYS, eval_files, eval_count)):
-        examples = read_examples(dataset_dir, metadata, files, limit)
-        packed = pack_examples(examples["input_ids"], examples["input_mask"], examples["segment_ids"])
-        np.savez_compressed(out_dir / name, **packed)
-        log(f"{name}: {len(packed['input_ids'])} examples from {len(files)} shard(s), "
-            f"{(out_dir / name).stat().st_size / 1e6:.1f} MB")
+        save_examples(out_dir / name, read_examples(dataset_dir, metadata, files, limit), f"{len(files)} shard(s)")
     study["eval_examples"] = eval_count
     if finetune_tasks:
         study["finetune_updates"] = export_finetune_tasks(plan, config, out_dir / FINETUNE_DIR)
     (out_dir / pretrain_jax.STUDY_FILE).write_text(json.dumps(study, indent=2))
     log(f"wrote {out_dir}")
-    commands = device_commands(shown_as or out_dir, study, minutes)
+    show_commands(out_dir, device_commands(shown_as or out_dir, study, minutes))
+
+
+def show_commands(out_dir, commands):
+    """[(note, shell line)] printed and kept in <out_dir>/COMMANDS.txt, which travels with the export."""
     (out_dir / "COMMANDS.txt").write_text("".join(f"# {note}\n{line}\n" for note, line in commands))
     print("On the accelerator, from the repository's root (each line one command; each resumes when run again):")
     for note, line in commands:
         print(f"  # {note}\n  {line}")
+
+
+def save_examples(path, examples, source):
+    """{input_ids, input_mask, segment_ids} as training_jax's compact arrays in one compressed .npz (what the
+    accelerator reads: training_jax.pretrain's train.npz and eval.npz)."""
+    import numpy as np
+
+    from training_jax.arrays import pack_examples
+
+    packed = pack_examples(examples["input_ids"], examples["input_mask"], examples["segment_ids"])
+    np.savez_compressed(path, **packed)
+    log(f"{path.name}: {len(packed['input_ids'])} examples from {source}, {path.stat().st_size / 1e6:.1f} MB")
 
 
 def export_finetune_tasks(plan, config, folder):
@@ -174,12 +183,13 @@ def device_commands(study_dir, study, minutes=None):
 
 
 # ---------------------------------------------------------------- there: size, fine-tune, collect
-def read_study(study_dir):
+def read_study(study_dir, exporter="bench/rtd_vs_mlm.py --device-export"):
+    """study.json of an export folder; InputError naming the command that writes it when it is missing."""
     from training_jax.pretrain import STUDY_FILE
 
     path = pathlib.Path(study_dir) / STUDY_FILE
     if not path.is_file():
-        raise InputError(f"{path}: missing; export the study first (bench/rtd_vs_mlm.py --device-export)")
+        raise InputError(f"{path}: missing; export the study first ({exporter})")
     return json.loads(path.read_text())
 
 
@@ -199,9 +209,7 @@ def size_on_device(study_dir, minutes, measure_steps=30):
 
     study_dir = pathlib.Path(study_dir)
     study = read_study(study_dir)
-    if any(study_dir.glob("state_*")) or (study_dir / RUNS).exists():
-        raise InputError(f"{study_dir}: pretraining has begun with the current size; sizing again would change "
-                         f"a running schedule (delete {study_dir / RUNS} and the state_* folders to start over)")
+    refuse_resizing(study_dir)
     plan = plan_from_record(study["plan"], study_dir)
     exported = {arm: study["arms"][arm].get("exported_config_file", study["arms"][arm]["config_file"])
                 for arm in ARMS}
@@ -234,6 +242,19 @@ def size_on_device(study_dir, minutes, measure_steps=30):
     return steps
 
 
+def refuse_resizing(study_dir):
+    """Sizing changes the schedule (steps, warmup, checkpoints), so it must come before any pretraining."""
+    if any(study_dir.glob("state_*")) or (study_dir / RUNS).exists():
+        raise InputError(f"{study_dir}: pretraining has begun with the current size; sizing again would change "
+                         f"a running schedule (delete {study_dir / RUNS} and the state_* folders to start over)")
+
+
+def steps_within(minutes, seconds_per_step, compile_seconds, multiple):
+    """The most steps, a multiple of `multiple`, that take at most 90% of `minutes` after `compile_seconds`
+    (the margin: saves, the machine's own start of each piece); 0 when not even `multiple` fit."""
+    return max(0, int((0.9 * minutes * 60 - compile_seconds) / seconds_per_step) // multiple * multiple)
+
+
 def steps_that_fit(plan, measured, minutes):
     """(ELECTRA steps, expected seconds): the most steps, a multiple of the budget count, for which both arms
     (MLM at equal FLOPs), one after the other, take at most 90% of `minutes` with a compile per piece and
@@ -242,7 +263,7 @@ def steps_that_fit(plan, measured, minutes):
     pieces = -(-minutes // PIECE_MINUTES)
     compile_seconds = pieces * sum(seconds for _, seconds in measured.values())
     seconds_per_electra_step = 1.05 * (1 / measured["electra"][0] + ratio / measured["mlm"][0])
-    steps = int((0.9 * minutes * 60 - compile_seconds) / seconds_per_electra_step) // plan.budgets * plan.budgets
+    steps = steps_within(minutes, seconds_per_electra_step, compile_seconds, plan.budgets)
     if steps < plan.budgets:
         raise InputError(f"--minutes {minutes:g}: too short for one step per budget at the measured speed "
                          f"({measured['electra'][0]:.1f} ELECTRA steps/s); give more minutes")
@@ -328,26 +349,13 @@ def collect_from_device(study_dir, out):
     """At most 8 files into `out`: each arm's metrics.jsonl, the ELECTRA arm's last weights in shards of at
     most 15 MiB, and one JSON per fine-tuned model holding its tasks' results files. Whatever exists so far:
     run after every piece, so that a machine taken back mid-way still returned the latest progress."""
-    import numpy as np
-
-    from training_jax.pretrain import METRICS_FILE, weights_file
+    from training_jax.pretrain import METRICS_FILE
 
     study_dir, out = pathlib.Path(study_dir), pathlib.Path(out)
     study = read_study(study_dir)
-    missing = []
-    for arm in ARMS:
-        source = study_dir / RUNS / arm / METRICS_FILE
-        if source.is_file():
-            (out / arm).mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(source, out / arm / METRICS_FILE)
-        else:
-            missing.append(f"{arm}'s metrics")
+    missing = [f"{arm}'s metrics" for arm in ARMS if not copy_run_file(study_dir, out, arm, METRICS_FILE)]
     last = study["arms"]["electra"]["checkpoint_steps"][-1]
-    weights = study_dir / RUNS / "electra" / weights_file(last)
-    if weights.is_file():
-        with np.load(weights) as saved:
-            write_shards({name: saved[name] for name in saved.files}, out / "electra", weights_file(last))
-    else:
+    if not copy_weights_in_shards(study_dir, out, "electra", last):
         missing.append(f"the ELECTRA weights of step {last}")
     for model in sorted({job[0] for job in finetune_jobs(study_dir, study)}):
         folder = study_dir / RUNS / "finetune" / model
@@ -357,7 +365,38 @@ def collect_from_device(study_dir, out):
             (out / "finetune" / f"{model}.json").write_text(json.dumps(results))
         if len(results) < len(study["plan"]["tasks"]):
             missing.append(f"{model}'s results of {len(study['plan']['tasks']) - len(results)} task(s)")
-    files = sorted(p for p in out.rglob("*") if p.is_file())
+    log_collected(out, missing)
+
+
+def copy_run_file(study_dir, out, arm, name):
+    """<study>/runs/<arm>/<name> → <out>/<arm>/<name>; False when the run has not written it yet."""
+    source = pathlib.Path(study_dir) / RUNS / arm / name
+    if not source.is_file():
+        return False
+    (pathlib.Path(out) / arm).mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(source, pathlib.Path(out) / arm / name)
+    return True
+
+
+def copy_weights_in_shards(study_dir, out, arm, step):
+    """The arm's weights of `step` into <out>/<arm>/ in shards of at most SHARD_BYTES (what the copy back
+    takes); False when that checkpoint is not written yet."""
+    import numpy as np
+
+    from training_jax.pretrain import weights_file
+
+    weights = pathlib.Path(study_dir) / RUNS / arm / weights_file(step)
+    if not weights.is_file():
+        return False
+    (pathlib.Path(out) / arm).mkdir(parents=True, exist_ok=True)
+    with np.load(weights) as saved:
+        write_shards({name: saved[name] for name in saved.files}, pathlib.Path(out) / arm, weights_file(step))
+    return True
+
+
+def log_collected(out, missing):
+    """One line: what is in `out` now (files and MiB, against the copy's limits) and what is not there yet."""
+    files = sorted(p for p in pathlib.Path(out).rglob("*") if p.is_file())
     log(f"collected {len(files)} files, {sum(p.stat().st_size for p in files) / 2 ** 20:.1f} MiB: "
         + ", ".join(str(p.relative_to(out)) for p in files) + (f"; not yet: {', '.join(missing)}" if missing else ""))
 
@@ -405,11 +444,7 @@ def import_device_run(plan, arm, results_dir):
     from training_jax import pretrain as pretrain_jax
 
     source = results_dir / arm
-    metrics_file = source / pretrain_jax.METRICS_FILE
-    device_run = pretrain_jax.read_metrics(source)[1] if metrics_file.is_file() else None
-    if device_run is None:
-        raise InputError(f"{metrics_file}: missing or without its final run record, so the device run of {arm} "
-                         "did not finish; run training_jax.pretrain for it again")
+    metrics_file, device_run = read_device_run(source, arm)
     config, _, _ = resolved_config(plan, arm)
     if device_run["config"] != config.to_dict():
         steps = device_run["config"]["num_train_steps"]
@@ -435,6 +470,19 @@ def import_device_run(plan, arm, results_dir):
         add_timing(plan.work_dir, f"pretrain {arm} (device)", device_run["wall_clock_seconds"])
 
 
+def read_device_run(source, arm):
+    """(metrics file, the run record) of a device run that came back into `source`; InputError when the run
+    did not finish (no record: it was cut off, or its metrics did not come back)."""
+    from training_jax import pretrain as pretrain_jax
+
+    metrics_file = pathlib.Path(source) / pretrain_jax.METRICS_FILE
+    device_run = pretrain_jax.read_metrics(source)[1] if metrics_file.is_file() else None
+    if device_run is None:
+        raise InputError(f"{metrics_file}: missing or without its final run record, so the device run of {arm} "
+                         "did not finish; run training_jax.pretrain for it again")
+    return metrics_file, device_run
+
+
 def import_device_finetuning(plan, results_dir):
     """finetune/<model>.json (the results files of each model fine-tuned on the device) → the study's
     <work>/data/models/<model>/results/, where the summary reads them. Results already here are kept."""
@@ -449,12 +497,18 @@ def import_device_finetuning(plan, results_dir):
 
 
 def pretrainer_with_weights(config, weights, path):
-    """The config's pretrainer (TensorFlow backend) holding the weights saved by training_jax.pretrain.
+    """The config's pretrainer holding the weights saved by training_jax.pretrain.
 
-    Built in float32, not the config's precision: it only holds weights, which are float32 either way."""
+    Built in float32, not the config's precision: it only holds weights, which are float32 either way.
+    Backend-neutral: the Electric bench scores with it on the accelerator too."""
     from pretrain.builder import build_pretrainer
 
-    pretrainer = build_pretrainer(config, dtype="float32")
+    return assign_weights(build_pretrainer(config, dtype="float32"), weights, path)
+
+
+def assign_weights(pretrainer, weights, path):
+    """The pretrainer with every variable set from `weights` ({Keras path: array}, as saved by
+    training_jax.pretrain); InputError naming `path` when the names or shapes are another model's."""
     variables = {variable.path: variable for variable in pretrainer.weights}
     if set(variables) != set(weights):
         missing, extra = sorted(set(variables) - set(weights)), sorted(set(weights) - set(variables))
