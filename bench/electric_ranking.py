@@ -20,6 +20,17 @@ shard 0 with a WordPiece vocabulary of --vocab-size learned from it, pretrains a
 
 Prints one row per checkpoint and keeps them in <work-dir>/ranking.json (scored checkpoints are not
 scored again). The real-data test (tests/test_electric.py) runs the same measurement on a 250-step model.
+
+The same measurement after pretraining on an accelerator that holds JAX but no TensorFlow
+(bench/electric_device.py; docs/jax_gpu.md#electric has the runbook):
+  --device-export DIR    here: the dataset, the resolved config (electra_small by default), the examples as
+                         arrays and the held-out sentences with their corrupted copies as token ids, into DIR;
+                         prints the accelerator's commands (also DIR/COMMANDS.txt) and stops
+  --device-size DIR      there: the steps that fit --minutes at the measured speed
+  --device-score DIR     there: the ranking at every checkpoint saved so far, from the pre-tokenized copies
+  --device-collect DIR   there: the ranking, the metrics and the last weights into --out (at most 8 files)
+  --device-results OUT   here: the last weights as models/electric_device_step<N>/, scored again with
+                         training.score.Scorer; both rows in <work-dir>/ranking.json under "device"
 """
 import argparse
 import json
@@ -31,10 +42,20 @@ import sys
 import time
 
 from bench.shared_data import plain_wikipedia_sentences, write_wikipedia_slice
+from common.errors import InputError, exit_on_input_error
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 MODEL_NAME = "electric"
 SHARDS = "corpus/enwiki_wikiextractor/enwiki_part0{}.txt.gz"
+TRAINING_SHARDS = (0, 2, 3)  # read in this order up to --corpus-mb; shard 1 holds the held-out sentences
+CORRUPTIONS = ("swap", "shuffle", "replace")
+# What the flags default to on the CPU and for an accelerator (--device-export): docs/jax_gpu.md#electric
+# says why electra_small and this corpus (its arrays about 30 MB, inside what one device call carries).
+CPU_DEFAULTS = {"model_size": "electra_tiny", "batch_size": 32, "learning_rate": 1e-3, "corpus_mb": 20.0,
+                "model": {"hidden_size": 128, "num_layers": 4, "num_heads": 2, "intermediate_size": 512,
+                          "embedding_size": 128}}
+DEVICE_DEFAULTS = {"model_size": "electra_small", "batch_size": 128, "learning_rate": 5e-4, "corpus_mb": 120.0,
+                   "model": {}}
 
 
 def swap_two_words(sentence, rng):
@@ -90,23 +111,30 @@ def context_spread(results, min_count=5):
     return float(np.mean([np.std(v) for v in frequent])), float(np.std([np.mean(v) for v in frequent]))
 
 
-def ranking_fractions(scorer, sentences, seed=0):
-    """{"swap", "shuffle", "replace": fraction of originals scored above their corrupted copy; "replace_pairs";
-    "within_token", "between_tokens": context_spread of the originals' energies}."""
-    import numpy as np
-
-    vocab = scorer.tokenizer.convert_ids_to_tokens(list(range(scorer.tokenizer.vocab_size)))
+def corrupted_copies(sentences, tokenizer, seed=0):
+    """({"swap", "shuffle", "replace": the corrupted texts}, kept): the replace list holds only the sentences
+    with two one-token words, whose indices are `kept`. The same seed gives the same texts (the accelerator
+    scores the copies the export made of them, and the import here makes them again)."""
+    vocab = tokenizer.convert_ids_to_tokens(list(range(tokenizer.vocab_size)))
     one_token_words = [token for token in vocab if token.isalpha() and token.islower()]
     rng = random.Random(seed)
     swapped = [swap_two_words(s, rng) for s in sentences]
-    replaced = [replace_two_words(s, rng, scorer.tokenizer, one_token_words) for s in sentences]
+    replaced = [replace_two_words(s, rng, tokenizer, one_token_words) for s in sentences]
     kept = [i for i, r in enumerate(replaced) if r is not None]
     shuffled = [shuffle_words(s, rng) for s in sentences]
-    results = scorer.score_texts(sentences + swapped + shuffled + [replaced[i] for i in kept])
+    return {"swap": swapped, "shuffle": shuffled, "replace": [replaced[i] for i in kept]}, kept
+
+
+def fractions_from_results(results, count, kept, where):
+    """The ranking of scored texts laid out as the originals (`count`), then each of CORRUPTIONS: {"swap",
+    "shuffle", "replace": fraction of originals scored above their corrupted copy; "replace_pairs";
+    "within_token", "between_tokens": context_spread of the originals' energies}. `results` are
+    [{"score", "tokens", "energies"}]; tokens may be strings or ids (only compared with each other)."""
+    import numpy as np
+
     scores = np.array([r["score"] for r in results])
     if not np.isfinite(scores).all():
-        raise FloatingPointError(f"{scorer.folder}: non-finite scores")
-    count = len(sentences)
+        raise FloatingPointError(f"{where}: non-finite scores")
     original, swap, shuffle = scores[:count], scores[count:2 * count], scores[2 * count:3 * count]
     replace = scores[3 * count:]
     within, between = context_spread(results[:count])
@@ -115,31 +143,76 @@ def ranking_fractions(scorer, sentences, seed=0):
             "within_token": within, "between_tokens": between}
 
 
+def scored_ranking(scorer, sentences, seed=0):
+    """(ranking_fractions' row, every text's score in the order originals, swap, shuffle, replace)."""
+    copies, kept = corrupted_copies(sentences, scorer.tokenizer, seed)
+    results = scorer.score_texts(sentences + [text for name in CORRUPTIONS for text in copies[name]])
+    row = fractions_from_results(results, len(sentences), kept, scorer.folder)
+    return row, [r["score"] for r in results]
+
+
+def ranking_fractions(scorer, sentences, seed=0):
+    """{"swap", "shuffle", "replace": fraction of originals scored above their corrupted copy; "replace_pairs";
+    "within_token", "between_tokens": context_spread of the originals' energies}."""
+    return scored_ranking(scorer, sentences, seed)[0]
+
+
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--work-dir", type=pathlib.Path, required=True)
+    parser.add_argument("--work-dir", type=pathlib.Path, default=None,
+                        help="the bench's folder (required but for the accelerator's stages)")
     parser.add_argument("--shared-data", type=pathlib.Path, default=os.environ.get("ELECTRA_SHARED_DATA"))
-    parser.add_argument("--corpus-mb", type=float, default=20.0, help="MB of shard 0's text to train on")
+    parser.add_argument("--corpus-mb", type=float, default=None,
+                        help="MB of text to train on: shard 0, then shards 2 and 3 (default 20; 120 with "
+                             "--device-export)")
     parser.add_argument("--vocab-size", type=int, default=8000)
     parser.add_argument("--seq-length", type=int, default=128)
-    parser.add_argument("--model-size", default="electra_tiny")
-    parser.add_argument("--model", default='{"hidden_size": 128, "num_layers": 4, "num_heads": 2, '
-                                           '"intermediate_size": 512, "embedding_size": 128}',
-                        help="JSON of ModelConfig overrides of --model-size")
+    parser.add_argument("--model-size", default=None, help="default electra_tiny; electra_small with --device-export")
+    parser.add_argument("--model", default=None,
+                        help="JSON of ModelConfig overrides of --model-size (default: hidden 128, 4 layers; none "
+                             "with --device-export)")
     parser.add_argument("--hparams", default="{}", help="JSON of further PretrainingConfig overrides")
-    parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--learning-rate", type=float, default=1e-3)
-    parser.add_argument("--steps", type=int, default=6000)
+    parser.add_argument("--batch-size", type=int, default=None, help="default 32; 128 with --device-export")
+    parser.add_argument("--learning-rate", type=float, default=None, help="default 1e-3; 5e-4 with --device-export")
+    parser.add_argument("--steps", type=int, default=6000,
+                        help="training steps (with --device-export: until --device-size sets them)")
     parser.add_argument("--eval-every", type=int, default=1000)
     parser.add_argument("--sentences", type=int, default=200)
     parser.add_argument("--no-train", action="store_true", help="only score the checkpoints already saved")
+    parser.add_argument("--device-export", type=pathlib.Path, default=None, metavar="DIR",
+                        help="build the dataset, write what the accelerator needs into DIR, and stop")
+    parser.add_argument("--device-checkpoints", type=int, default=6,
+                        help="--device-export: evenly spaced checkpoints the accelerator saves and scores")
+    parser.add_argument("--device-results", type=pathlib.Path, default=None, metavar="OUT",
+                        help="import and score again what --device-collect brought back, and stop")
+    accelerator = parser.add_argument_group("on the accelerator (JAX, no TensorFlow; no --work-dir)")
+    for stage, does in (("size", "measure the speed and set the steps that fit --minutes"),
+                        ("score", "rank the held-out sentences at every checkpoint saved so far"),
+                        ("collect", "copy what comes back (at most 8 files) into --out")):
+        accelerator.add_argument(f"--device-{stage}", type=pathlib.Path, default=None, metavar="DIR", help=does)
+    accelerator.add_argument("--minutes", type=float, default=None,
+                             help="--device-size: the pretraining minutes (default 18); --device-export: the "
+                                  "minutes its printed commands plan for")
+    accelerator.add_argument("--out", type=pathlib.Path, default=None, help="--device-collect: where to copy")
     args = parser.parse_args(argv)
+    if args.device_size or args.device_score or args.device_collect:
+        if args.device_collect and args.out is None:
+            parser.error("--device-collect: give --out (on the accelerator, $OUT)")
+        return args
+    defaults = DEVICE_DEFAULTS if args.device_export else CPU_DEFAULTS
+    for key, value in defaults.items():
+        if getattr(args, key) is None:
+            setattr(args, key, json.dumps(value) if key == "model" else value)
     for flag in ("model", "hparams"):
         try:
             setattr(args, flag, json.loads(getattr(args, flag)))
         except json.JSONDecodeError as error:
             parser.error(f"--{flag}: not JSON ({error.msg}, column {error.colno}); give an object such as "
                          "'{\"num_layers\": 4}'")
+    if args.work_dir is None:
+        parser.error("--work-dir: required (the bench's folder, e.g. runs/electric_ranking)")
+    if args.device_checkpoints < 1:
+        parser.error("--device-checkpoints must be at least 1")
     if not args.shared_data or not (args.shared_data / SHARDS.format(1)).is_file():
         parser.error(f"--shared-data (or ELECTRA_SHARED_DATA) must hold {SHARDS.format('0/1')}")
     return args
@@ -148,21 +221,49 @@ def parse_args(argv=None):
 def build_dataset(args, data_dir):
     if (data_dir / "pretrain_tfrecords" / "metadata.json").is_file():
         return
-    corpus = write_wikipedia_slice(args.shared_data / SHARDS.format(0), data_dir / "corpus",
-                                   int(args.corpus_mb * 1e6))
+    corpus = write_corpus(args.shared_data, data_dir / "corpus", int(args.corpus_mb * 1e6))
     run(["build_pretraining_dataset.py", "--corpus-dir", corpus, "--corpus-format", "wikiextractor",
          "--vocab-size", args.vocab_size, "--data-dir", data_dir, "--max-seq-length", args.seq_length,
          "--num-shards", 8, "--num-processes", 2])
 
 
-def train(args, data_dir):
+def write_corpus(shared_data, folder, max_bytes):
+    """The first whole articles of TRAINING_SHARDS, in order, up to about max_bytes of text: shard 0 as
+    folder/wiki.txt (as before: the CPU runs' 20 MB come from it alone), the next as folder/shard<k>/wiki.txt
+    (the builder reads the folder recursively). Shard 0 holds about 51 MB."""
+    left = max_bytes
+    for index in TRAINING_SHARDS:
+        shard = shared_data / SHARDS.format(index)
+        if not shard.is_file():
+            raise InputError(f"{shard}: missing, and --corpus-mb asks for more text than the shards before it "
+                             "hold; lower --corpus-mb or restore the shard")
+        part = folder if index == TRAINING_SHARDS[0] else folder / f"shard{index}"
+        left -= (write_wikipedia_slice(shard, part, left) / "wiki.txt").stat().st_size
+        if left <= 0:
+            break
+    return folder
+
+
+def warmup_steps(steps):
+    """10% of the steps, at most 1,000 (the CPU runs' rule; the accelerator's sizing applies it again)."""
+    return min(1000, steps // 10)
+
+
+def electric_hparams(args, device=False):
+    """run_pretraining.py's --hparams of the Electric run; for the accelerator also mixed_bfloat16 and a
+    held-out evaluation of 20 batches (run_pretraining.py's own resolution turns them into the config)."""
     hparams = {"model_size": args.model_size, "model_hparam_overrides": args.model,
                "electric_objective": True, "num_train_steps": args.steps, "train_batch_size": args.batch_size,
-               "learning_rate": args.learning_rate, "num_warmup_steps": min(1000, args.steps // 10),
-               "iterations_per_loop": 100, "save_checkpoints_steps": args.eval_every, "keep_checkpoint_max": 0,
-               **args.hparams}
+               "learning_rate": args.learning_rate, "num_warmup_steps": warmup_steps(args.steps),
+               "iterations_per_loop": 100, "save_checkpoints_steps": args.eval_every, "keep_checkpoint_max": 0}
+    if device:
+        hparams.update(mixed_precision="mixed_bfloat16", eval_batch_size=args.batch_size, num_eval_steps=20)
+    return {**hparams, **args.hparams}
+
+
+def train(args, data_dir):
     run(["run_pretraining.py", "--model-name", MODEL_NAME, "--data-dir", data_dir,
-         "--hparams", json.dumps(hparams)])
+         "--hparams", json.dumps(electric_hparams(args))])
 
 
 def run(command):
@@ -179,10 +280,38 @@ def saved_checkpoints(folder):
     return sorted((checkpoint_step(prefix), prefix) for prefix in prefixes)
 
 
+def print_header(count, source):
+    print(f"{count} held-out sentences ({source}); originals scored above their corrupted copy:")
+    print("| step | above swapped | above shuffled | above replaced | replaced pairs | energy std within a token | "
+          "std between tokens | scoring s |")
+    print("|---|---|---|---|---|---|---|---|")
+
+
+def print_row(label, row):
+    print(f"| {label} | {row['swap']:.3f} | {row['shuffle']:.3f} | {row['replace']:.3f} | {row['replace_pairs']} | "
+          f"{row['within_token']:.3f} | {row['between_tokens']:.3f} | {row['seconds']:.0f} |", flush=True)
+
+
+@exit_on_input_error
 def main(argv=None):
     args = parse_args(argv)
+    if args.device_size or args.device_score or args.device_collect:
+        from bench import electric_device
+
+        electric_device.on_the_accelerator(args)
+        return
     data_dir = args.work_dir.resolve()
+    if args.device_results:  # the dataset of the export's --work-dir is there already
+        from bench import electric_device
+
+        electric_device.import_device_results(args, data_dir, args.device_results.resolve())
+        return
     build_dataset(args, data_dir)
+    if args.device_export:
+        from bench import electric_device
+
+        electric_device.export_for_device(args, data_dir, args.device_export.resolve(), shown_as=args.device_export)
+        return
     if not args.no_train:
         train(args, data_dir)
 
@@ -192,19 +321,14 @@ def main(argv=None):
     sentences = plain_wikipedia_sentences(args.shared_data / SHARDS.format(1), args.sentences)
     results_path = data_dir / "ranking.json"
     results = json.loads(results_path.read_text()) if results_path.is_file() else {}
-    print(f"{len(sentences)} held-out sentences (shard 1); originals scored above their corrupted copy:")
-    print("| step | above swapped | above shuffled | above replaced | replaced pairs | energy std within a token | "
-          "std between tokens | scoring s |")
-    print("|---|---|---|---|---|---|---|---|")
+    print_header(len(sentences), "shard 1")
     for step, prefix in saved_checkpoints(data_dir / "models" / MODEL_NAME):
         if "shuffle" not in results.get(str(step), {}):
             start = time.perf_counter()
             results[str(step)] = {**ranking_fractions(Scorer(prefix), sentences),
                                   "seconds": time.perf_counter() - start}
             atomic.write_json(results_path, results)
-        row = results[str(step)]
-        print(f"| {step} | {row['swap']:.3f} | {row['shuffle']:.3f} | {row['replace']:.3f} | {row['replace_pairs']} | "
-              f"{row['within_token']:.3f} | {row['between_tokens']:.3f} | {row['seconds']:.0f} |", flush=True)
+        print_row(step, results[str(step)])
 
 
 if __name__ == "__main__":
