@@ -198,14 +198,16 @@ def size_on_device(study_dir, minutes, measure_steps=30):
 
 
 def score_id_lists(pretrainer, config, id_lists):
-    """[{"score", "tokens" (ids), "energies"}] of token-id lists, in batches of training.score's size."""
+    """[{"score", "tokens" (ids), "energies"}] of token-id lists, in batches of training.score's size, all
+    padded to the longest text (two shapes in all: the eager forward pass compiles its operations once)."""
     from training.score import DEFAULT_BATCH_SIZE, score_ids
 
+    length = 2 + max(len(ids) for ids in id_lists)
     results = []
     for start in range(0, len(id_lists), DEFAULT_BATCH_SIZE):
         chunk = id_lists[start:start + DEFAULT_BATCH_SIZE]
         results += [{"score": score, "tokens": ids, "energies": energies}
-                    for ids, (score, energies) in zip(chunk, score_ids(pretrainer, config, chunk))]
+                    for ids, (score, energies) in zip(chunk, score_ids(pretrainer, config, chunk, length))]
     return results
 
 

@@ -44,10 +44,11 @@ def check_electric(config, name):
                          "model pretrained with --hparams '{\"electric_objective\": true}'")
 
 
-def batch_inputs(config, id_lists):
-    """[CLS] ids [SEP], padded to the longest of the batch: int32 arrays [batch, length]."""
+def batch_inputs(config, id_lists, length=None):
+    """[CLS] ids [SEP], padded to the longest of the batch (or to `length` if longer): int32 arrays
+    [batch, length]."""
     sequences = [[config.cls_token_id, *ids, config.sep_token_id] for ids in id_lists]
-    length = max(len(sequence) for sequence in sequences)
+    length = max(length or 0, *(len(sequence) for sequence in sequences))
     input_ids = np.zeros((len(sequences), length), np.int32)
     input_mask = np.zeros((len(sequences), length), np.int32)
     for row, sequence in enumerate(sequences):
@@ -56,13 +57,15 @@ def batch_inputs(config, id_lists):
     return {"input_ids": input_ids, "input_mask": input_mask, "segment_ids": np.zeros_like(input_ids)}
 
 
-def score_ids(pretrainer, config, id_lists):
+def score_ids(pretrainer, config, id_lists, length=None):
     """[(score, [energy of each id])] of token-id lists (each at most max_seq_length - 2 long, none empty),
     one forward pass of the discriminator: the score is -Σ E over the text's own tokens. Backend-neutral
-    (no tokenizer, no TensorFlow), so that a JAX process scores pre-tokenized texts exactly as Scorer does."""
+    (no tokenizer, no TensorFlow), so that a JAX process scores pre-tokenized texts exactly as Scorer does.
+    `length` pads every batch to one shape (padding is masked out), so that an eager JAX process compiles
+    each operation once instead of once per batch length."""
     from pretrain.masking import candidate_mask
 
-    batch = batch_inputs(config, id_lists)
+    batch = batch_inputs(config, id_lists, length)
     special_ids = (config.cls_token_id, config.sep_token_id, config.mask_token_id)
     energies = np.asarray(pretrainer.energies(batch, training=False), np.float32)
     weights = np.asarray(candidate_mask(batch["input_ids"], batch["input_mask"], special_ids), np.float32)
