@@ -23,9 +23,9 @@ import re
 import shutil
 import time
 
-from bench.electric_ranking import (CORRUPTIONS, MODEL_NAME, SHARDS, corrupted_copies, electric_hparams,
-                                    fractions_from_results, print_header, print_row, scored_ranking,
-                                    warmup_steps)
+from bench.electric_ranking import (CORRUPTIONS, MODEL_NAME, SHARDS, cloze_sample_fraction, cloze_samples,
+                                    corrupted_copies, electric_hparams, fractions_from_results, print_header,
+                                    print_row, scored_ranking, warmup_steps)
 from bench.study import device as study_device
 from bench.study.stages import log
 from common import atomic
@@ -242,6 +242,9 @@ def score_on_device(study_dir):
                       else study_device.assign_weights(pretrainer, weights, weights_path))
         results = score_id_lists(pretrainer, config, id_lists)
         row = fractions_from_results(results, len(groups["original"]), kept, weights_path)
+        sampled = score_id_lists(pretrainer, config, cloze_samples(pretrainer, config, groups["original"]))
+        row.update(cloze_sample_fraction([r["score"] for r in results[:len(groups["original"])]],
+                                         [r["score"] for r in sampled]))
         ranking["steps"][str(step)] = {**row, "seconds": time.perf_counter() - start,
                                        "scores": [r["score"] for r in results]}
         run_dir.mkdir(parents=True, exist_ok=True)

@@ -14,12 +14,16 @@ shard 0 with a WordPiece vocabulary of --vocab-size learned from it, pretrains a
 - shuffle: the same, against all the words in a random order;
 - replace: the fraction above a copy with two one-token words replaced by random one-token words (rarer
   words out of place: even unigram frequencies see most of these);
+- sample: the fraction above a copy with one token replaced by a draw from the checkpoint's own cloze
+  model q (not the original token): the kind of fake the energies are trained on, so this is what the
+  objective promises, where swapped words may be outside what the data or q ever write;
 - how much the energies depend on context: the mean standard deviation of one token's energy across its
   occurrences in the originals, against the standard deviation between tokens' mean energies (a
   context-blind energy has the first near 0, and then swaps sit at chance).
 
 Prints one row per checkpoint and keeps them in <work-dir>/ranking.json (scored checkpoints are not
-scored again). The real-data test (tests/test_electric.py) runs the same measurement on a 250-step model.
+scored again, unless scored before the sample measurement existed). The real-data test
+(tests/test_electric.py) runs the same measurement on a 250-step model.
 
 The same measurement after pretraining on an accelerator that holds JAX but no TensorFlow
 (bench/electric_device.py; docs/jax_gpu.md#electric has the runbook):
@@ -143,11 +147,56 @@ def fractions_from_results(results, count, kept, where):
             "within_token": within, "between_tokens": between}
 
 
+def cloze_samples(pretrainer, config, id_lists, seed=0, batch_size=32):
+    """Each token-id list with one position (drawn uniformly) replaced by a draw from the model's own cloze
+    distribution q at that position, never the original token nor [CLS]/[SEP]/[MASK].
+
+    Why: such draws are the fakes Electric's noise-contrastive training learns from, so an original above
+    its copy is what the objective asks of the energies directly, where swapped or shuffled words may lie
+    outside what either the data or q ever write (docs/reproduction.md#electric). Backend-neutral (ids in,
+    no tokenizer): the accelerator draws them as the CPU does, from the checkpoint's own q and `seed`."""
+    import numpy as np
+
+    from training.score import batch_inputs
+
+    rng = np.random.default_rng(seed)
+    never = [config.cls_token_id, config.sep_token_id, config.mask_token_id]
+    sampled = []
+    for start in range(0, len(id_lists), batch_size):
+        chunk = id_lists[start:start + batch_size]
+        logits = np.asarray(pretrainer.cloze_logits(batch_inputs(config, chunk), training=False), np.float64)
+        for row, ids in enumerate(chunk):
+            position = int(rng.integers(len(ids)))
+            scores = logits[row, position + 1].copy()  # + 1: [CLS] comes first
+            scores[never + [int(ids[position])]] = -np.inf
+            probs = np.exp(scores - scores.max())
+            copy = [int(i) for i in ids]
+            copy[position] = int(rng.choice(len(probs), p=probs / probs.sum()))
+            sampled.append(copy)
+    return sampled
+
+
+def cloze_sample_fraction(original_scores, sampled_scores):
+    """{"sample": fraction of originals scored above their cloze-sample copy, "sample_pairs"}."""
+    import numpy as np
+
+    original, sampled = np.asarray(original_scores), np.asarray(sampled_scores)
+    return {"sample": float(np.mean(original > sampled)), "sample_pairs": len(sampled)}
+
+
 def scored_ranking(scorer, sentences, seed=0):
     """(ranking_fractions' row, every text's score in the order originals, swap, shuffle, replace)."""
+    from training.score import score_ids
+
     copies, kept = corrupted_copies(sentences, scorer.tokenizer, seed)
     results = scorer.score_texts(sentences + [text for name in CORRUPTIONS for text in copies[name]])
     row = fractions_from_results(results, len(sentences), kept, scorer.folder)
+    room = scorer.config.max_seq_length - 2
+    ids = [list(encoded[:room]) for encoded in scorer.tokenizer.encode_batch(sentences)]
+    sampled = cloze_samples(scorer.pretrainer, scorer.config, ids, seed)
+    sampled_scores = [score for start in range(0, len(sampled), 64)
+                      for score, _ in score_ids(scorer.pretrainer, scorer.config, sampled[start:start + 64])]
+    row.update(cloze_sample_fraction([r["score"] for r in results[:len(sentences)]], sampled_scores))
     return row, [r["score"] for r in results]
 
 
@@ -282,14 +331,15 @@ def saved_checkpoints(folder):
 
 def print_header(count, source):
     print(f"{count} held-out sentences ({source}); originals scored above their corrupted copy:")
-    print("| step | above swapped | above shuffled | above replaced | replaced pairs | energy std within a token | "
-          "std between tokens | scoring s |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| step | above swapped | above shuffled | above replaced | replaced pairs | above a cloze sample | "
+          "energy std within a token | std between tokens | scoring s |")
+    print("|---|---|---|---|---|---|---|---|---|")
 
 
 def print_row(label, row):
+    sample = f"{row['sample']:.3f}" if "sample" in row else "n/a"  # rows scored before it was measured
     print(f"| {label} | {row['swap']:.3f} | {row['shuffle']:.3f} | {row['replace']:.3f} | {row['replace_pairs']} | "
-          f"{row['within_token']:.3f} | {row['between_tokens']:.3f} | {row['seconds']:.0f} |", flush=True)
+          f"{sample} | {row['within_token']:.3f} | {row['between_tokens']:.3f} | {row['seconds']:.0f} |", flush=True)
 
 
 @exit_on_input_error
@@ -323,7 +373,7 @@ def main(argv=None):
     results = json.loads(results_path.read_text()) if results_path.is_file() else {}
     print_header(len(sentences), "shard 1")
     for step, prefix in saved_checkpoints(data_dir / "models" / MODEL_NAME):
-        if "shuffle" not in results.get(str(step), {}):
+        if "sample" not in results.get(str(step), {}):
             start = time.perf_counter()
             results[str(step)] = {**ranking_fractions(Scorer(prefix), sentences),
                                   "seconds": time.perf_counter() - start}

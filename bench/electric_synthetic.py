@@ -84,15 +84,15 @@ def main(argv=None):
     accuracy = dict(training_curves(data_dir / "models" / MODEL_NAME)["masked_lm_accuracy"])
     results = {}
     print(f"{len(sentences)} fresh sentences of the language; originals scored above their corrupted copy:")
-    print("| step | cloze accuracy (train) | above swapped | above shuffled | above replaced | energy std within a "
-          "token | std between tokens |")
-    print("|---|---|---|---|---|---|---|")
+    print("| step | cloze accuracy (train) | above swapped | above shuffled | above replaced | above a cloze sample | "
+          "energy std within a token | std between tokens |")
+    print("|---|---|---|---|---|---|---|---|")
     for step, prefix in saved_checkpoints(data_dir / "models" / MODEL_NAME):
         row = {**ranking_fractions(Scorer(prefix), sentences), "cloze_accuracy": accuracy.get(step)}
         results[str(step)] = row
         cloze = "n/a" if row["cloze_accuracy"] is None else f"{row['cloze_accuracy']:.3f}"
         print(f"| {step} | {cloze} | {row['swap']:.3f} | {row['shuffle']:.3f} | {row['replace']:.3f} | "
-              f"{row['within_token']:.3f} | {row['between_tokens']:.3f} |", flush=True)
+              f"{row['sample']:.3f} | {row['within_token']:.3f} | {row['between_tokens']:.3f} |", flush=True)
     atomic.write_json(data_dir / "ranking.json", results)
 
 

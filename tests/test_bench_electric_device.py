@@ -110,7 +110,8 @@ def test_the_whole_electric_device_sequence_dry_runs_on_the_cpu(exported, tmp_pa
     assert kept["run"]["finished"] and kept["run"]["num_train_steps"] == steps
     assert here["max_abs_score_difference"] < 1e-3  # the same float16 weights, JAX there and TensorFlow here
     assert here["replace_pairs"] == there["replace_pairs"] > 0
-    for key in ("swap", "shuffle", "replace"):
+    assert here["sample_pairs"] == there["sample_pairs"] == SENTENCES
+    for key in ("swap", "shuffle", "replace", "sample"):  # the cloze draws: the same seed, q to rounding
         assert abs(here[key] - there[key]) <= 1 / SENTENCES, key  # a near tie may fall either way
     for key in ("within_token", "between_tokens"):
         assert here[key] == pytest.approx(there[key], rel=1e-3, abs=1e-4)

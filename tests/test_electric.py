@@ -279,3 +279,31 @@ def test_score_ranks_wikipedia_sentences_above_corrupted_copies(wiki_electric, w
     assert fractions["replace_pairs"] >= 150
     assert fractions["swap"] > 0.35
     assert fractions["replace"] > 0.7
+
+
+def test_cloze_samples_replace_one_token_by_a_draw_from_q(model):
+    """bench.electric_ranking.cloze_samples: one position per text, never the original token nor a special
+    one, drawn in proportion to the cloze model's softmax there (checked at one position over 600 draws)."""
+    import types
+
+    from bench.electric_ranking import cloze_samples
+    from training.score import batch_inputs
+
+    config = types.SimpleNamespace(cls_token_id=CLS, sep_token_id=SEP, mask_token_id=MASK)
+    text = [5, 6, 7]
+    sampled = cloze_samples(model, config, [text] * 600, seed=3)
+    assert sampled == cloze_samples(model, config, [text] * 600, seed=3)
+    drawn = []
+    for copy in sampled:
+        changed = [i for i in range(3) if copy[i] != text[i]]
+        assert len(changed) == 1 and copy[changed[0]] not in (CLS, SEP, MASK), copy
+        if changed == [0]:
+            drawn.append(copy[0])
+    logits = np.asarray(model.cloze_logits(batch_inputs(config, [text]), training=False), np.float64)[0, 1]
+    logits[[CLS, SEP, MASK, text[0]]] = -np.inf
+    q = np.exp(logits - logits.max())
+    q /= q.sum()
+    top = int(np.argmax(q))
+    frequency = np.mean(np.array(drawn) == top)
+    assert 150 <= len(drawn) <= 250  # the position is uniform over the three tokens
+    assert abs(frequency - q[top]) < 4 * np.sqrt(q[top] * (1 - q[top]) / len(drawn)) + 1e-9, (frequency, q[top])
