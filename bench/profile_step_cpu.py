@@ -116,15 +116,22 @@ def profile(args):
     return {key: us / args.steps for key, us in totals.items()}, wall, losses
 
 
+def by_op_type(per_step):
+    """Counter {op type: µs per step} of profile()'s {(op name, op type): µs per step}."""
+    totals = collections.Counter()
+    for (_, op_type), us in per_step.items():
+        totals[op_type] += us
+    return totals
+
+
 def report(per_step, wall, top=15, out=None):
     """Prints op time per step by kind and the top op types (to `out`, default stdout); returns
     {kind: µs per step}."""
     out = out or sys.stdout
     total = sum(per_step.values())
-    by_kind, by_type = collections.Counter(), collections.Counter()
+    by_kind, by_type = collections.Counter(), by_op_type(per_step)
     for (op_name, op_type), us in per_step.items():
         by_kind[kind_of(op_name, op_type)] += us
-        by_type[op_type] += us
     print(f"wall {wall:.2f} s/step while profiled; ops {total / 1e6:.2f} s/step (summed)", file=out)
     print("| kind | op s/step | share |", file=out)
     print("|---|---|---|", file=out)
@@ -151,7 +158,8 @@ def main(argv=None):
     parser.add_argument("--xla-fuse-elementwise", action="store_true",
                         help="the pretraining option xla_fuse_elementwise: XLA fuses the elementwise ops")
     parser.add_argument("--json", type=pathlib.Path,
-                        help="also write {\"kinds\": {kind: µs per step}, \"op_types\": {type: µs per step}} here")
+                        help="also write JSON here: µs per step by kind and by op type, every step's loss, "
+                             "wall seconds per profiled step")
     args = parser.parse_args(argv)
     os.environ.setdefault("KERAS_BACKEND", "tensorflow")
     if args.xla_fuse_elementwise:
@@ -168,10 +176,7 @@ def main(argv=None):
           f"{args.seq_length}, {args.threads} threads, {args.steps} profiled steps after {args.warmup}")
     by_kind = report(per_step, wall)
     if args.json:
-        op_types = collections.Counter()
-        for (_, op_type), us in per_step.items():
-            op_types[op_type] += us
-        args.json.write_text(json.dumps({"kinds": by_kind, "op_types": op_types, "losses": losses,
+        args.json.write_text(json.dumps({"kinds": by_kind, "op_types": by_op_type(per_step), "losses": losses,
                                          "wall_s_per_step": wall}, indent=2, sort_keys=True) + "\n")
 
 
