@@ -13,6 +13,7 @@ as the Wikipedia bench (bench.electric_ranking.ranking_fractions). Prints one ro
 generator's cloze accuracy and keeps them in <work-dir>/ranking.json.
 """
 import argparse
+import json
 import pathlib
 import random
 import types
@@ -59,6 +60,9 @@ def parse_args(argv=None):
     parser.add_argument("--steps", type=int, default=1500)
     parser.add_argument("--eval-every", type=int, default=500)
     parser.add_argument("--sentences", type=int, default=200)
+    parser.add_argument("--hparams", type=json.loads, default={},
+                        help="JSON of PretrainingConfig overrides, e.g. a weaker cloze model: "
+                             "'{\"generator_hidden_size\": 0.125, \"generator_layers\": 0.5}'")
     return parser.parse_args(argv)
 
 
@@ -72,7 +76,7 @@ def main(argv=None):
              "--blanks-separate-docs", "--vocab-size", 600, "--data-dir", data_dir, "--max-seq-length", 128,
              "--num-shards", 8, "--num-processes", 2])
     if not saved_checkpoints(data_dir / "models" / MODEL_NAME):
-        train(types.SimpleNamespace(model_size="electra_tiny", model={}, hparams={}, steps=args.steps,
+        train(types.SimpleNamespace(model_size="electra_tiny", model={}, hparams=args.hparams, steps=args.steps,
                                     batch_size=32, learning_rate=1e-3, eval_every=args.eval_every), data_dir)
 
     from common import atomic
