@@ -9,8 +9,10 @@ hundred CPU steps and any order violation puts words where neither the data nor 
 does. Builds that corpus (12,000 documents of 10-20 sentences, ~2.2M words), a 600-word WordPiece
 vocabulary and the dataset, pretrains Electric (electra_tiny, run_pretraining.py), then scores 200 fresh
 sentences of the language against their corrupted copies at every checkpoint with the same measurement
-as the Wikipedia bench (bench.electric_ranking.ranking_fractions). Prints one row per checkpoint with the
-generator's cloze accuracy and keeps them in <work-dir>/ranking.json.
+as the Wikipedia bench (bench.electric_ranking.ranking_fractions), and the same swapped and shuffled copies
+by the cloze model's own pseudo-log-likelihood (Σ log q: if that ranks them and the energies do not, the
+comparison is sound and the energies are what has not learned order). Prints one row per checkpoint with
+the generator's cloze accuracy and keeps them in <work-dir>/ranking.json.
 """
 import argparse
 import json
@@ -18,7 +20,8 @@ import pathlib
 import random
 import types
 
-from bench.electric_ranking import MODEL_NAME, ranking_fractions, run, saved_checkpoints, train
+from bench.electric_ranking import (MODEL_NAME, corrupted_copies, ranking_fractions, run, saved_checkpoints,
+                                    train)
 
 SYLLABLES = ("ba", "ko", "ri", "mu", "te", "sa", "lo", "ni", "pe", "du", "ga", "fi", "zo", "ve", "hu", "ja")
 
@@ -51,6 +54,37 @@ def write_corpus(path, language, documents, seed=0):
         for _ in range(documents):
             out.writelines(sentence(rng, language) + "\n" for _ in range(rng.randint(10, 20)))
             out.write("\n")
+
+
+def cloze_pseudo_log_likelihoods(scorer, texts, batch_size=32):
+    """Σ_t log q(x_t | the rest) of each text under the checkpoint's own two-tower cloze model: the same texts
+    scored by the generator instead of the energies, which tells a broken comparison from unlearned energies."""
+    import numpy as np
+
+    from training.score import batch_inputs
+
+    ids = [list(encoded) for encoded in scorer.tokenizer.encode_batch(texts)]
+    totals = []
+    for start in range(0, len(ids), batch_size):
+        chunk = ids[start:start + batch_size]
+        logits = np.asarray(scorer.pretrainer.cloze_logits(batch_inputs(scorer.config, chunk), training=False),
+                            np.float64)
+        top = logits.max(axis=-1, keepdims=True)
+        log_q = logits - top - np.log(np.exp(logits - top).sum(axis=-1, keepdims=True))
+        totals += [float(sum(log_q[row, t + 1, token] for t, token in enumerate(text)))
+                   for row, text in enumerate(chunk)]
+    return np.array(totals)
+
+
+def cloze_order_fractions(scorer, sentences):
+    """{"cloze_swap", "cloze_shuffle"}: originals above their swapped / shuffled copies (the ranking's own
+    copies) by the cloze pseudo-log-likelihood."""
+    import numpy as np
+
+    copies, _ = corrupted_copies(sentences, scorer.tokenizer)
+    original = cloze_pseudo_log_likelihoods(scorer, sentences)
+    return {f"cloze_{name}": float(np.mean(original > cloze_pseudo_log_likelihoods(scorer, copies[name])))
+            for name in ("swap", "shuffle")}
 
 
 def parse_args(argv=None):
@@ -89,14 +123,17 @@ def main(argv=None):
     results = {}
     print(f"{len(sentences)} fresh sentences of the language; originals scored above their corrupted copy:")
     print("| step | cloze accuracy (train) | above swapped | above shuffled | above replaced | above a cloze sample | "
-          "energy std within a token | std between tokens |")
-    print("|---|---|---|---|---|---|---|---|")
+          "energy std within a token | std between tokens | cloze PLL: above swapped | cloze PLL: above shuffled |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for step, prefix in saved_checkpoints(data_dir / "models" / MODEL_NAME):
-        row = {**ranking_fractions(Scorer(prefix), sentences), "cloze_accuracy": accuracy.get(step)}
+        scorer = Scorer(prefix)
+        row = {**ranking_fractions(scorer, sentences), **cloze_order_fractions(scorer, sentences),
+               "cloze_accuracy": accuracy.get(step)}
         results[str(step)] = row
         cloze = "n/a" if row["cloze_accuracy"] is None else f"{row['cloze_accuracy']:.3f}"
         print(f"| {step} | {cloze} | {row['swap']:.3f} | {row['shuffle']:.3f} | {row['replace']:.3f} | "
-              f"{row['sample']:.3f} | {row['within_token']:.3f} | {row['between_tokens']:.3f} |", flush=True)
+              f"{row['sample']:.3f} | {row['within_token']:.3f} | {row['between_tokens']:.3f} | "
+              f"{row['cloze_swap']:.3f} | {row['cloze_shuffle']:.3f} |", flush=True)
     atomic.write_json(data_dir / "ranking.json", results)
 
 
