@@ -23,9 +23,9 @@ import re
 import shutil
 import time
 
-from bench.electric_ranking import (CORRUPTIONS, MODEL_NAME, SHARDS, cloze_sample_fraction, cloze_samples,
-                                    corrupted_copies, electric_hparams, fractions_from_results, print_header,
-                                    print_row, scored_ranking, warmup_steps)
+from bench.electric_ranking import (CORRUPTIONS, MODEL_NAME, SHARDS, cloze_sample_row, corrupted_copies,
+                                    electric_hparams, fractions_from_results, print_header, print_row,
+                                    score_id_lists, scored_ranking, warmup_steps)
 from bench.study import device as study_device
 from bench.study.stages import log
 from common import atomic
@@ -197,20 +197,6 @@ def size_on_device(study_dir, minutes, measure_steps=30):
     return steps
 
 
-def score_id_lists(pretrainer, config, id_lists):
-    """[{"score", "tokens" (ids), "energies"}] of token-id lists, in batches of training.score's size, all
-    padded to the longest text (two shapes in all: the eager forward pass compiles its operations once)."""
-    from training.score import DEFAULT_BATCH_SIZE, score_ids
-
-    length = 2 + max(len(ids) for ids in id_lists)
-    results = []
-    for start in range(0, len(id_lists), DEFAULT_BATCH_SIZE):
-        chunk = id_lists[start:start + DEFAULT_BATCH_SIZE]
-        results += [{"score": score, "tokens": ids, "energies": energies}
-                    for ids, (score, energies) in zip(chunk, score_ids(pretrainer, config, chunk, length))]
-    return results
-
-
 def score_on_device(study_dir):
     """The ranking row of every checkpoint saved so far and not scored yet, into runs/electric/ranking.json
     ({"vocab_sha256", "sentences", "steps": {step: row with every text's score}}); prints the table.
@@ -242,9 +228,8 @@ def score_on_device(study_dir):
                       else study_device.assign_weights(pretrainer, weights, weights_path))
         results = score_id_lists(pretrainer, config, id_lists)
         row = fractions_from_results(results, len(groups["original"]), kept, weights_path)
-        sampled = score_id_lists(pretrainer, config, cloze_samples(pretrainer, config, groups["original"]))
-        row.update(cloze_sample_fraction([r["score"] for r in results[:len(groups["original"])]],
-                                         [r["score"] for r in sampled]))
+        row.update(cloze_sample_row(pretrainer, config, groups["original"],
+                                    [r["score"] for r in results[:len(groups["original"])]]))
         ranking["steps"][str(step)] = {**row, "seconds": time.perf_counter() - start,
                                        "scores": [r["score"] for r in results]}
         run_dir.mkdir(parents=True, exist_ok=True)

@@ -176,27 +176,39 @@ def cloze_samples(pretrainer, config, id_lists, seed=0, batch_size=32):
     return sampled
 
 
-def cloze_sample_fraction(original_scores, sampled_scores):
-    """{"sample": fraction of originals scored above their cloze-sample copy, "sample_pairs"}."""
+def score_id_lists(pretrainer, config, id_lists):
+    """[{"score", "tokens" (ids), "energies"}] of token-id lists, in batches of training.score's size, all
+    padded to the longest text (two shapes in all: the eager forward pass compiles its operations once)."""
+    from training.score import DEFAULT_BATCH_SIZE, score_ids
+
+    length = 2 + max(len(ids) for ids in id_lists)
+    results = []
+    for start in range(0, len(id_lists), DEFAULT_BATCH_SIZE):
+        chunk = id_lists[start:start + DEFAULT_BATCH_SIZE]
+        results += [{"score": score, "tokens": ids, "energies": energies}
+                    for ids, (score, energies) in zip(chunk, score_ids(pretrainer, config, chunk, length))]
+    return results
+
+
+def cloze_sample_row(pretrainer, config, id_lists, original_scores, seed=0):
+    """{"sample": fraction of the texts (token-id lists, already scored as `original_scores`) scored above
+    their cloze-sample copy (cloze_samples), "sample_pairs"}; the same on the CPU and the accelerator."""
     import numpy as np
 
-    original, sampled = np.asarray(original_scores), np.asarray(sampled_scores)
-    return {"sample": float(np.mean(original > sampled)), "sample_pairs": len(sampled)}
+    sampled = score_id_lists(pretrainer, config, cloze_samples(pretrainer, config, id_lists, seed))
+    return {"sample": float(np.mean(np.asarray(original_scores) > [r["score"] for r in sampled])),
+            "sample_pairs": len(sampled)}
 
 
 def scored_ranking(scorer, sentences, seed=0):
     """(ranking_fractions' row, every text's score in the order originals, swap, shuffle, replace)."""
-    from training.score import score_ids
-
     copies, kept = corrupted_copies(sentences, scorer.tokenizer, seed)
     results = scorer.score_texts(sentences + [text for name in CORRUPTIONS for text in copies[name]])
     row = fractions_from_results(results, len(sentences), kept, scorer.folder)
-    room = scorer.config.max_seq_length - 2
+    room = scorer.config.max_seq_length - 2  # the originals' ids as score_texts cut them
     ids = [list(encoded[:room]) for encoded in scorer.tokenizer.encode_batch(sentences)]
-    sampled = cloze_samples(scorer.pretrainer, scorer.config, ids, seed)
-    sampled_scores = [score for start in range(0, len(sampled), 64)
-                      for score, _ in score_ids(scorer.pretrainer, scorer.config, sampled[start:start + 64])]
-    row.update(cloze_sample_fraction([r["score"] for r in results[:len(sentences)]], sampled_scores))
+    row.update(cloze_sample_row(scorer.pretrainer, scorer.config, ids,
+                                [r["score"] for r in results[:len(sentences)]], seed))
     return row, [r["score"] for r in results]
 
 

@@ -61,18 +61,19 @@ def cloze_pseudo_log_likelihoods(scorer, texts, batch_size=32):
     scored by the generator instead of the energies, which tells a broken comparison from unlearned energies."""
     import numpy as np
 
+    from pretrain.electric import log_noise_probs
+    from pretrain.masking import candidate_mask
     from training.score import batch_inputs
 
+    config = scorer.config
+    special_ids = (config.cls_token_id, config.sep_token_id, config.mask_token_id)
     ids = [list(encoded) for encoded in scorer.tokenizer.encode_batch(texts)]
     totals = []
     for start in range(0, len(ids), batch_size):
-        chunk = ids[start:start + batch_size]
-        logits = np.asarray(scorer.pretrainer.cloze_logits(batch_inputs(scorer.config, chunk), training=False),
-                            np.float64)
-        top = logits.max(axis=-1, keepdims=True)
-        log_q = logits - top - np.log(np.exp(logits - top).sum(axis=-1, keepdims=True))
-        totals += [float(sum(log_q[row, t + 1, token] for t, token in enumerate(text)))
-                   for row, text in enumerate(chunk)]
+        batch = batch_inputs(config, ids[start:start + batch_size])
+        log_q = log_noise_probs(scorer.pretrainer.cloze_logits(batch, training=False), batch["input_ids"])
+        weights = candidate_mask(batch["input_ids"], batch["input_mask"], special_ids)
+        totals += np.sum(np.asarray(log_q, np.float64) * np.asarray(weights, np.float64), axis=-1).tolist()
     return np.array(totals)
 
 
