@@ -23,9 +23,9 @@ import re
 import shutil
 import time
 
-from bench.electric_ranking import (CORRUPTIONS, MODEL_NAME, SHARDS, cloze_sample_row, corrupted_copies,
-                                    electric_hparams, fractions_from_results, print_header, print_row,
-                                    score_id_lists, scored_ranking, warmup_steps)
+from bench.electric_ranking import (CORRUPTIONS, MODEL_NAME, SHARDS, cloze_order_row, cloze_sample_row,
+                                    corrupted_copies, electric_hparams, fractions_from_results, print_header,
+                                    print_row, score_id_lists, scored_ranking, warmup_steps)
 from bench.study import device as study_device
 from bench.study.stages import log
 from common import atomic
@@ -230,6 +230,7 @@ def score_on_device(study_dir):
         row = fractions_from_results(results, len(groups["original"]), kept, weights_path)
         row.update(cloze_sample_row(pretrainer, config, groups["original"],
                                     [r["score"] for r in results[:len(groups["original"])]]))
+        row.update(cloze_order_row(pretrainer, config, id_lists, len(groups["original"]), kept, weights_path))
         ranking["steps"][str(step)] = {**row, "seconds": time.perf_counter() - start,
                                        "scores": [r["score"] for r in results]}
         run_dir.mkdir(parents=True, exist_ok=True)

@@ -19,10 +19,15 @@ shard 0 with a WordPiece vocabulary of --vocab-size learned from it, pretrains a
   objective promises, where swapped words may be outside what the data or q ever write;
 - how much the energies depend on context: the mean standard deviation of one token's energy across its
   occurrences in the originals, against the standard deviation between tokens' mean energies (a
-  context-blind energy has the first near 0, and then swaps sit at chance).
+  context-blind energy has the first near 0, and then swaps sit at chance);
+- the swap, shuffle and replace fractions again, with the same texts scored by the checkpoint's two-tower
+  cloze model (Σ log q, training.score --scorer cloze) instead of the energies: the other one-pass score an
+  Electric model has, and a check that the copies can be told apart by context at all.
 
 Prints one row per checkpoint and keeps them in <work-dir>/ranking.json (scored checkpoints are not
-scored again, unless scored before the sample measurement existed). The real-data test
+scored again, unless scored before the margins and the cloze score existed), with the discriminator's
+training AUC at that step: below 0.5, the energies do not yet offset log q, so "real" and "fake" are told
+apart worse than by chance (docs/reproduction.md#electric). The real-data test
 (tests/test_electric.py) runs the same measurement on a 250-step model.
 
 The same measurement after pretraining on an accelerator that holds JAX but no TensorFlow
@@ -129,22 +134,40 @@ def corrupted_copies(sentences, tokenizer, seed=0):
     return {"swap": swapped, "shuffle": shuffled, "replace": [replaced[i] for i in kept]}, kept
 
 
-def fractions_from_results(results, count, kept, where):
-    """The ranking of scored texts laid out as the originals (`count`), then each of CORRUPTIONS: {"swap",
-    "shuffle", "replace": fraction of originals scored above their corrupted copy; "replace_pairs";
-    "within_token", "between_tokens": context_spread of the originals' energies}. `results` are
-    [{"score", "tokens", "energies"}]; tokens may be strings or ids (only compared with each other)."""
+def order_fractions(scores, count, kept, where):
+    """Scores laid out as the originals (`count`), then each of CORRUPTIONS: {"swap", "shuffle", "replace":
+    fraction of originals scored above their corrupted copy; "swap_margin", "shuffle_margin": the mean score
+    of the originals minus their copies' (nats: a trend shows in it before the fractions leave chance, and a
+    context-blind score leaves it at 0)}."""
     import numpy as np
 
-    scores = np.array([r["score"] for r in results])
+    scores = np.asarray(scores, np.float64)
     if not np.isfinite(scores).all():
         raise FloatingPointError(f"{where}: non-finite scores")
     original, swap, shuffle = scores[:count], scores[count:2 * count], scores[2 * count:3 * count]
     replace = scores[3 * count:]
-    within, between = context_spread(results[:count])
     return {"swap": float(np.mean(original > swap)), "shuffle": float(np.mean(original > shuffle)),
-            "replace": float(np.mean(original[kept] > replace)), "replace_pairs": len(kept),
+            "replace": float(np.mean(original[kept] > replace)),
+            "swap_margin": float(np.mean(original - swap)), "shuffle_margin": float(np.mean(original - shuffle))}
+
+
+def fractions_from_results(results, count, kept, where):
+    """The ranking of texts scored by the energies, laid out as order_fractions reads them: its row, with
+    "replace_pairs" and "within_token", "between_tokens" (context_spread of the originals' energies).
+    `results` are [{"score", "tokens", "energies"}]; tokens may be strings or ids (only compared with each
+    other)."""
+    within, between = context_spread(results[:count])
+    return {**order_fractions([r["score"] for r in results], count, kept, where), "replace_pairs": len(kept),
             "within_token": within, "between_tokens": between}
+
+
+def cloze_order_row(pretrainer, config, id_lists, count, kept, where):
+    """The same texts (token-id lists, laid out as order_fractions reads them) ranked by the two-tower cloze
+    model's Σ log q instead of the energies (training.score's --scorer cloze): {"cloze_swap", "cloze_shuffle",
+    "cloze_replace", "cloze_swap_margin", "cloze_shuffle_margin"}. Where these rank and the energies do not,
+    the copies are sound and it is the energies that have not learned order."""
+    scores = [r["score"] for r in score_id_lists(pretrainer, config, id_lists, scorer="cloze")]
+    return {f"cloze_{key}": value for key, value in order_fractions(scores, count, kept, where).items()}
 
 
 def cloze_samples(pretrainer, config, id_lists, seed=0, batch_size=32):
@@ -176,17 +199,18 @@ def cloze_samples(pretrainer, config, id_lists, seed=0, batch_size=32):
     return sampled
 
 
-def score_id_lists(pretrainer, config, id_lists):
-    """[{"score", "tokens" (ids), "energies"}] of token-id lists, in batches of training.score's size, all
-    padded to the longest text (two shapes in all: the eager forward pass compiles its operations once)."""
-    from training.score import DEFAULT_BATCH_SIZE, score_ids
+def score_id_lists(pretrainer, config, id_lists, scorer="energy"):
+    """[{"score", "tokens" (ids), "energies" (or "log_q")}] of token-id lists, in batches of training.score's
+    size, all padded to the longest text (two shapes in all: the eager forward pass compiles its operations
+    once); `scorer` as training.score's."""
+    from training.score import DEFAULT_BATCH_SIZE, TOKEN_VALUES, score_ids
 
     length = 2 + max(len(ids) for ids in id_lists)
     results = []
     for start in range(0, len(id_lists), DEFAULT_BATCH_SIZE):
         chunk = id_lists[start:start + DEFAULT_BATCH_SIZE]
-        results += [{"score": score, "tokens": ids, "energies": energies}
-                    for ids, (score, energies) in zip(chunk, score_ids(pretrainer, config, chunk, length))]
+        results += [{"score": score, "tokens": ids, TOKEN_VALUES[scorer]: values}
+                    for ids, (score, values) in zip(chunk, score_ids(pretrainer, config, chunk, length, scorer))]
     return results
 
 
@@ -203,18 +227,19 @@ def cloze_sample_row(pretrainer, config, id_lists, original_scores, seed=0):
 def scored_ranking(scorer, sentences, seed=0):
     """(ranking_fractions' row, every text's score in the order originals, swap, shuffle, replace)."""
     copies, kept = corrupted_copies(sentences, scorer.tokenizer, seed)
-    results = scorer.score_texts(sentences + [text for name in CORRUPTIONS for text in copies[name]])
+    texts = sentences + [text for name in CORRUPTIONS for text in copies[name]]
+    results = scorer.score_texts(texts)
     row = fractions_from_results(results, len(sentences), kept, scorer.folder)
-    room = scorer.config.max_seq_length - 2  # the originals' ids as score_texts cut them
-    ids = [list(encoded[:room]) for encoded in scorer.tokenizer.encode_batch(sentences)]
-    row.update(cloze_sample_row(scorer.pretrainer, scorer.config, ids,
+    room = scorer.config.max_seq_length - 2  # the texts' ids as score_texts cuts them
+    ids = [list(encoded[:room]) for encoded in scorer.tokenizer.encode_batch(texts)]
+    row.update(cloze_sample_row(scorer.pretrainer, scorer.config, ids[:len(sentences)],
                                 [r["score"] for r in results[:len(sentences)]], seed))
+    row.update(cloze_order_row(scorer.pretrainer, scorer.config, ids, len(sentences), kept, scorer.folder))
     return row, [r["score"] for r in results]
 
 
 def ranking_fractions(scorer, sentences, seed=0):
-    """{"swap", "shuffle", "replace": fraction of originals scored above their corrupted copy; "replace_pairs";
-    "within_token", "between_tokens": context_spread of the originals' energies}."""
+    """fractions_from_results' row of the energies, with cloze_sample_row's and cloze_order_row's."""
     return scored_ranking(scorer, sentences, seed)[0]
 
 
@@ -344,14 +369,27 @@ def saved_checkpoints(folder):
 def print_header(count, source):
     print(f"{count} held-out sentences ({source}); originals scored above their corrupted copy:")
     print("| step | above swapped | above shuffled | above replaced | replaced pairs | above a cloze sample | "
-          "energy std within a token | std between tokens | scoring s |")
-    print("|---|---|---|---|---|---|---|---|---|")
+          "swap margin | shuffle margin | energy std within a token | std between tokens | disc AUC (train) | "
+          "cloze score: above swapped | above shuffled | above replaced | scoring s |")
+    print("|---" * 15 + "|")
 
 
 def print_row(label, row):
-    sample = f"{row['sample']:.3f}" if "sample" in row else "n/a"  # rows scored before it was measured
-    print(f"| {label} | {row['swap']:.3f} | {row['shuffle']:.3f} | {row['replace']:.3f} | {row['replace_pairs']} | "
-          f"{sample} | {row['within_token']:.3f} | {row['between_tokens']:.3f} | {row['seconds']:.0f} |", flush=True)
+    """One table row; "n/a" for what a row scored before it was measured, or a run without curves, lacks."""
+    def shown(key, digits=3):
+        return f"{row[key]:.{digits}f}" if row.get(key) is not None else "n/a"
+
+    print(f"| {label} | {shown('swap')} | {shown('shuffle')} | {shown('replace')} | {row['replace_pairs']} | "
+          f"{shown('sample')} | {shown('swap_margin', 2)} | {shown('shuffle_margin', 2)} | {shown('within_token')} | "
+          f"{shown('between_tokens')} | {shown('disc_auc')} | {shown('cloze_swap')} | {shown('cloze_shuffle')} | "
+          f"{shown('cloze_replace')} | {shown('seconds', 0)} |", flush=True)
+
+
+def training_metric_at(folder, name):
+    """{step: the training metric `name` logged at that step} of a model folder ({} without its logs)."""
+    from training.curves import training_curves
+
+    return dict(training_curves(folder).get(name, []))
 
 
 @exit_on_input_error
@@ -384,13 +422,14 @@ def main(argv=None):
     results_path = data_dir / "ranking.json"
     results = json.loads(results_path.read_text()) if results_path.is_file() else {}
     print_header(len(sentences), "shard 1")
+    disc_auc = training_metric_at(data_dir / "models" / MODEL_NAME, "disc_auc")
     for step, prefix in saved_checkpoints(data_dir / "models" / MODEL_NAME):
-        if "sample" not in results.get(str(step), {}):
+        if "cloze_swap" not in results.get(str(step), {}):
             start = time.perf_counter()
             results[str(step)] = {**ranking_fractions(Scorer(prefix), sentences),
                                   "seconds": time.perf_counter() - start}
             atomic.write_json(results_path, results)
-        print_row(step, results[str(step)])
+        print_row(step, {**results[str(step)], "disc_auc": disc_auc.get(step)})
 
 
 if __name__ == "__main__":

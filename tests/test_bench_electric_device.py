@@ -111,9 +111,9 @@ def test_the_whole_electric_device_sequence_dry_runs_on_the_cpu(exported, tmp_pa
     assert here["max_abs_score_difference"] < 1e-3  # the same float16 weights, JAX there and TensorFlow here
     assert here["replace_pairs"] == there["replace_pairs"] > 0
     assert here["sample_pairs"] == there["sample_pairs"] == SENTENCES
-    for key in ("swap", "shuffle", "replace", "sample"):  # the cloze draws: the same seed, q to rounding
+    for key in ("swap", "shuffle", "replace", "sample", "cloze_swap", "cloze_shuffle", "cloze_replace"):
         assert abs(here[key] - there[key]) <= 1 / SENTENCES, key  # a near tie may fall either way
-    for key in ("within_token", "between_tokens"):
+    for key in ("within_token", "between_tokens", "swap_margin", "shuffle_margin", "cloze_swap_margin"):
         assert here[key] == pytest.approx(there[key], rel=1e-3, abs=1e-4)
 
     folder = work / "models" / "electric_device_step14"

@@ -4,18 +4,25 @@
     python -m training.score --model-name electric_small --file sentences.txt     # one text per line
     cat sentences.txt | python -m training.score --model-name electric_small     # stdin when no text is given
     python -m training.score --model-name electric_small --file sentences.txt --json > scores.jsonl
+    python -m training.score --model-name electric_small --scorer cloze --file sentences.txt
 
 Reads the model folder run_pretraining.py wrote with --hparams '{"electric_objective": true}'
-(<data-dir>/models/<model-name>/, its latest checkpoint). Electric's discriminator gives every token an
-energy E(x)_t, with exp(-E) proportional to p(x_t | the other tokens) (docs/reproduction.md#electric); a
-text's score is -Σ E over its own tokens ([CLS] and [SEP] are read but not summed). Higher is more likely.
-Only the discriminator runs: one forward pass per batch of --batch-size texts, no sampling, no generator.
+(<data-dir>/models/<model-name>/, its latest checkpoint). Two scorers, each one forward pass per batch of
+--batch-size texts, no masking, no sampling:
 
-Output, one line per text in input order: the score, the text, and each WordPiece token with its energy
-(`score<TAB>text<TAB>token=energy …`); --json prints one JSON object per line instead. A text longer than
-the model's max_seq_length is cut (a note on stderr says so, and "truncated" in JSON). Progress with rate
-and ETA goes to stderr on long inputs. A model that was not trained with the Electric objective is refused
-with one line (exit code 2): an ELECTRA discriminator's logits are not energies.
+- energy (default; the paper's): Electric's discriminator gives every token an energy E(x)_t, with exp(-E)
+  proportional to p(x_t | the other tokens) (docs/reproduction.md#electric); a text's score is -Σ E.
+- cloze: the two-tower generator's Σ_t log q(x_t | the other tokens), the cloze model Electric trains as its
+  noise. Not the paper's score, and the generator is the smaller network; but its own softmax loss trains
+  it directly, and on small budgets it ranks word order where the energies are still blind to it
+  (docs/reproduction.md#electric has the figures). Any model with a two-tower generator has one.
+
+Either way [CLS] and [SEP] are read but not summed, and higher is more likely. Output, one line per text in
+input order: the score, the text, and each WordPiece token with its energy or its log q
+(`score<TAB>text<TAB>token=value …`); --json prints one JSON object per line instead ("energies" or
+"log_q"). A text longer than the model's max_seq_length is cut (a note on stderr says so, and "truncated"
+in JSON). Progress with rate and ETA goes to stderr on long inputs. A model without what the scorer reads
+is refused with one line (exit code 2): an ELECTRA discriminator's logits are not energies.
 """
 import argparse
 import json
@@ -35,13 +42,20 @@ from data.progress import ProgressLine  # noqa: E402
 
 DEFAULT_BATCH_SIZE = 64
 PROGRESS_MIN_TEXTS = 1000  # fewer texts than this finish before a progress line would help
+SCORERS = ("energy", "cloze")
+TOKEN_VALUES = {"energy": "energies", "cloze": "log_q"}  # what each scorer gives per token (JSON key)
 
 
-def check_electric(config, name):
-    if not config.electric_objective:
+def check_scorer(config, name, scorer="energy"):
+    """Refuses a model folder that lacks what `scorer` reads (its config.json, before any weight is read)."""
+    if scorer == "energy" and not config.electric_objective:
         raise InputError(f"--model-name {name}: not an Electric model (its config.json has electric_objective "
                          "false), so its discriminator gives replaced-token logits, not energies; score with a "
                          "model pretrained with --hparams '{\"electric_objective\": true}'")
+    if scorer == "cloze" and not config.two_tower_generator:
+        raise InputError(f"--model-name {name}: --scorer cloze reads a two-tower generator, and this model's "
+                         "config.json has two_tower_generator false; use a model pretrained with "
+                         "--hparams '{\"electric_objective\": true}' (or two_tower_generator)")
 
 
 def batch_inputs(config, id_lists, length=None):
@@ -57,34 +71,46 @@ def batch_inputs(config, id_lists, length=None):
     return {"input_ids": input_ids, "input_mask": input_mask, "segment_ids": np.zeros_like(input_ids)}
 
 
-def score_ids(pretrainer, config, id_lists, length=None):
-    """[(score, [energy of each id])] of token-id lists (each at most max_seq_length - 2 long, none empty),
-    one forward pass of the discriminator: the score is -Σ E over the text's own tokens. Backend-neutral
-    (no tokenizer, no TensorFlow), so that a JAX process scores pre-tokenized texts exactly as Scorer does.
-    `length` pads every batch to one shape (padding is masked out), so that an eager JAX process compiles
-    each operation once instead of once per batch length."""
+def token_values(pretrainer, batch, scorer="energy"):
+    """float32 numpy [batch, seq]: each token's energy E(x)_t (scorer "energy": the discriminator alone) or
+    log q(x_t | the other tokens) (scorer "cloze": the two-tower generator alone)."""
+    if scorer == "energy":
+        return np.asarray(pretrainer.energies(batch, training=False), np.float32)
+    from pretrain.electric import log_noise_probs
+
+    return np.asarray(log_noise_probs(pretrainer.cloze_logits(batch, training=False), batch["input_ids"]),
+                      np.float32)
+
+
+def score_ids(pretrainer, config, id_lists, length=None, scorer="energy"):
+    """[(score, [each id's energy, or its log q with scorer "cloze"])] of token-id lists (each at most
+    max_seq_length - 2 long, none empty), one forward pass: the score is -Σ E, or Σ log q, over the text's
+    own tokens. Backend-neutral (no tokenizer, no TensorFlow), so that a JAX process scores pre-tokenized
+    texts exactly as Scorer does. `length` pads every batch to one shape (padding is masked out), so that
+    an eager JAX process compiles each operation once instead of once per batch length."""
     from pretrain.masking import candidate_mask
 
     batch = batch_inputs(config, id_lists, length)
     special_ids = (config.cls_token_id, config.sep_token_id, config.mask_token_id)
-    energies = np.asarray(pretrainer.energies(batch, training=False), np.float32)
+    values = token_values(pretrainer, batch, scorer)
     weights = np.asarray(candidate_mask(batch["input_ids"], batch["input_mask"], special_ids), np.float32)
-    scores = -np.sum(energies * weights, axis=-1)
-    return [(float(scores[row]), [float(e) for e in energies[row, 1:len(ids) + 1]])
+    scores = (-1.0 if scorer == "energy" else 1.0) * np.sum(values * weights, axis=-1)
+    return [(float(scores[row]), [float(v) for v in values[row, 1:len(ids) + 1]])
             for row, ids in enumerate(id_lists)]
 
 
 class Scorer:
-    """An Electric model folder's discriminator, energy head and tokenizer (`path`: the folder, its latest
-    checkpoint, or a checkpoint prefix in it)."""
+    """An Electric model folder's networks and tokenizer (`path`: the folder, its latest checkpoint, or a
+    checkpoint prefix in it); `scorer` one of SCORERS."""
 
-    def __init__(self, path, name=None):
+    def __init__(self, path, name=None, scorer="energy"):
         from data.tokenization import load_tokenizer
         from training.model_folder import load_model_folder, read_config
 
         path = pathlib.Path(path)
         folder = path if path.is_dir() else path.parent
-        check_electric(read_config(folder), name or folder.name)  # before reading weights
+        check_scorer(read_config(folder), name or folder.name, scorer)  # before reading weights
+        self.scorer = scorer
         self.folder = load_model_folder(path)
         self.config = self.folder.config
         self.pretrainer = self.folder.pretrainer
@@ -92,7 +118,8 @@ class Scorer:
         self.tokenizer = load_tokenizer(**{vocab: self.folder.vocab_file}, lower_case=self.config.do_lower_case)
 
     def score_texts(self, texts, batch_size=DEFAULT_BATCH_SIZE, progress=None):
-        """[{"text", "score", "tokens", "energies", "truncated"}] in input order; `progress` a ProgressLine."""
+        """[{"text", "score", "tokens", "energies" (or "log_q"), "truncated"}] in input order; `progress` a
+        ProgressLine."""
         room = self.config.max_seq_length - 2
         results = []
         for start in range(0, len(texts), batch_size):
@@ -103,12 +130,12 @@ class Scorer:
                 empty = start + next(i for i, ids in enumerate(id_lists) if not len(ids))
                 raise InputError(f"text {empty + 1} ({texts[empty]!r}) has no tokens the model reads; give each "
                                  "text at least one word")
-            scored = score_ids(self.pretrainer, self.config, id_lists)
+            scored = score_ids(self.pretrainer, self.config, id_lists, scorer=self.scorer)
             for row, (text, ids) in enumerate(zip(chunk, id_lists)):
-                score, energies = scored[row]
+                score, values = scored[row]
                 results.append({"text": text, "score": score,
                                 "tokens": self.tokenizer.convert_ids_to_tokens([int(i) for i in ids]),
-                                "energies": energies, "truncated": len(full[row]) > room})
+                                TOKEN_VALUES[self.scorer]: values, "truncated": len(full[row]) > room})
             if progress is not None:
                 progress.update(len(results))
         return results
@@ -127,8 +154,9 @@ def read_texts(args):
     return texts
 
 
-def format_line(result):
-    tokens = " ".join(f"{token}={energy:.3f}" for token, energy in zip(result["tokens"], result["energies"]))
+def format_line(result, scorer="energy"):
+    values = result[TOKEN_VALUES[scorer]]
+    tokens = " ".join(f"{token}={value:.3f}" for token, value in zip(result["tokens"], values))
     return f"{result['score']:.4f}\t{result['text']}\t{tokens}"
 
 
@@ -140,6 +168,9 @@ def parse_args(argv=None):
                         help=f"default ${paths.DATA_DIR_ENV} or ./{paths.DEFAULT_DATA_DIR}")
     parser.add_argument("--file", type=pathlib.Path, default=None, help="one text per line (- reads stdin)")
     parser.add_argument("--batch-size", type=int, default=DEFAULT_BATCH_SIZE, help="texts per forward pass")
+    parser.add_argument("--scorer", choices=SCORERS, default="energy",
+                        help="energy: -Σ E from the discriminator (the paper's); cloze: Σ log q from the two-tower "
+                             "generator")
     parser.add_argument("--json", action="store_true", help="one JSON object per text instead of tab-separated")
     args = parser.parse_args(argv)
     if args.batch_size < 1:
@@ -158,10 +189,10 @@ def main(argv=None, stdout=None):
     stdout = stdout or sys.stdout
     data_dir = args.data_dir or paths.default_data_dir()
     folder = model_folder(data_dir, args.model_name)
-    check_electric(read_config(folder), args.model_name)
+    check_scorer(read_config(folder), args.model_name, args.scorer)
     texts = read_texts(args)
     require_tensorflow_backend("training.score")
-    scorer = Scorer(folder, args.model_name)
+    scorer = Scorer(folder, args.model_name, args.scorer)
     progress = None
     if len(texts) >= PROGRESS_MIN_TEXTS:
         progress = ProgressLine("scoring", len(texts),
@@ -173,8 +204,9 @@ def main(argv=None, stdout=None):
         if result["truncated"]:
             print(f"note: text {index} is longer than {args.model_name}'s {scorer.config.max_seq_length} tokens "
                   "([CLS] and [SEP] included); its first tokens are scored", file=sys.stderr)
-        print(json.dumps({"index": index, **result}, ensure_ascii=False) if args.json else format_line(result),
-              file=stdout)
+        line = (json.dumps({"index": index, "scorer": args.scorer, **result}, ensure_ascii=False) if args.json
+                else format_line(result, args.scorer))
+        print(line, file=stdout)
     return results
 
 

@@ -1,0 +1,29 @@
+"""The Electric ranking's arithmetic (bench/electric_ranking.py), by hand, without a model."""
+import pytest
+
+from bench.electric_ranking import fractions_from_results, print_row
+
+
+def scored(score, tokens=("a", "b")):
+    return {"score": score, "tokens": list(tokens), "energies": [-score / 2] * len(tokens)}
+
+
+def test_fractions_and_margins_by_hand():
+    # Two originals, then their swapped, shuffled and (for the second only) replaced copies.
+    scores = [-1.0, -2.0] + [-1.5, -1.0] + [-4.0, -2.5] + [-3.0]
+    row = fractions_from_results([scored(s) for s in scores], count=2, kept=[1], where="by hand")
+    assert row["swap"] == 0.5 and row["shuffle"] == 1.0 and row["replace"] == 1.0 and row["replace_pairs"] == 1
+    assert row["swap_margin"] == pytest.approx(((-1.0 + 1.5) + (-2.0 + 1.0)) / 2)  # -0.25: the copies win on average
+    assert row["shuffle_margin"] == pytest.approx(((-1.0 + 4.0) + (-2.0 + 2.5)) / 2)
+
+
+def test_non_finite_scores_name_where():
+    with pytest.raises(FloatingPointError, match="ckpt-7"):
+        fractions_from_results([scored(float("nan"))] * 3, count=1, kept=[], where="ckpt-7")
+
+
+def test_a_row_scored_before_a_measurement_existed_prints_n_a(capsys):
+    print_row(1000, {"swap": 0.5, "shuffle": 0.48, "replace": 0.9, "replace_pairs": 180, "within_token": 0.1,
+                     "between_tokens": 1.2, "seconds": 12.0})
+    cells = [cell.strip() for cell in capsys.readouterr().out.split("|")[1:-1]]
+    assert cells == ["1000", "0.500", "0.480", "0.900", "180", "n/a", "n/a", "n/a", "0.100", "1.200"] + ["n/a"] * 4 + ["12"]
