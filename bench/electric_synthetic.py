@@ -11,8 +11,9 @@ vocabulary and the dataset, pretrains Electric (electra_tiny, run_pretraining.py
 sentences of the language against their corrupted copies at every checkpoint with the same measurement
 as the Wikipedia bench (bench.electric_ranking.ranking_fractions), which also scores the same swapped and
 shuffled copies by the cloze model's own pseudo-log-likelihood (Σ log q: if that ranks them and the
-energies do not, the comparison is sound and the energies are what has not learned order). Prints one row per checkpoint with
-the generator's cloze accuracy and keeps them in <work-dir>/ranking.json.
+energies do not, the comparison is sound and the energies are what has not learned order). Prints one row
+per checkpoint with the generator's cloze accuracy and the discriminator's AUC (both from training) and
+keeps them in <work-dir>/ranking.json.
 """
 import argparse
 import json
@@ -92,7 +93,7 @@ def main(argv=None):
     print(f"{len(sentences)} fresh sentences of the language; originals scored above their corrupted copy:")
     print("| step | cloze accuracy (train) | disc AUC (train) | above swapped | above shuffled | above replaced | "
           "above a cloze sample | swap margin | energy std within a token | std between tokens | "
-          "cloze PLL: above swapped | cloze PLL: above shuffled |")
+          "cloze score: above swapped | cloze score: above shuffled |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for step, prefix in saved_checkpoints(folder):
         scorer = Scorer(prefix)
@@ -104,6 +105,7 @@ def main(argv=None):
               f"{row['sample']:.3f} | {row['swap_margin']:.2f} | {row['within_token']:.3f} | "
               f"{row['between_tokens']:.3f} | {row['cloze_swap']:.3f} | {row['cloze_shuffle']:.3f} |", flush=True)
     atomic.write_json(data_dir / "ranking.json", results)
+
 
 if __name__ == "__main__":
     main()
