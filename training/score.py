@@ -88,13 +88,15 @@ def score_ids(pretrainer, config, id_lists, length=None, scorer="energy"):
     own tokens. Backend-neutral (no tokenizer, no TensorFlow), so that a JAX process scores pre-tokenized
     texts exactly as Scorer does. `length` pads every batch to one shape (padding is masked out), so that
     an eager JAX process compiles each operation once instead of once per batch length."""
+    from pretrain.electric import text_scores
     from pretrain.masking import candidate_mask
 
     batch = batch_inputs(config, id_lists, length)
     special_ids = (config.cls_token_id, config.sep_token_id, config.mask_token_id)
     values = token_values(pretrainer, batch, scorer)
-    weights = np.asarray(candidate_mask(batch["input_ids"], batch["input_mask"], special_ids), np.float32)
-    scores = (-1.0 if scorer == "energy" else 1.0) * np.sum(values * weights, axis=-1)
+    weights = candidate_mask(batch["input_ids"], batch["input_mask"], special_ids)
+    energies = values if scorer == "energy" else -values  # -log q: the cloze model's own energy
+    scores = np.asarray(text_scores(energies, weights), np.float32)
     return [(float(scores[row]), [float(v) for v in values[row, 1:len(ids) + 1]])
             for row, ids in enumerate(id_lists)]
 
