@@ -24,6 +24,12 @@ shard 0 with a WordPiece vocabulary of --vocab-size learned from it, pretrains a
   cloze model (Σ log q, training.score --scorer cloze) instead of the energies: the other one-pass score an
   Electric model has, and a check that the copies can be told apart by context at all.
 
+With --reference-electra the same data, model size and schedule train plain ELECTRA instead (model
+electra_reference), scored by its discriminator's logits of "replaced" in the energies' place (-Σ logit;
+those are no energies, so training.score refuses the model, and the sample and cloze columns are n/a): the
+control for whether a discriminator learns word order at all at this budget. Its rows go to
+<work-dir>/ranking_electra_reference.json.
+
 Prints one row per checkpoint and keeps them in <work-dir>/ranking.json (scored checkpoints are not
 scored again, unless scored before the margins and the cloze score existed), with the discriminator's
 training AUC at that step: below 0.5, the energies do not yet offset log q, so "real" and "fake" are told
@@ -55,6 +61,7 @@ from common.errors import InputError, exit_on_input_error
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 MODEL_NAME = "electric"
+REFERENCE_NAME = "electra_reference"  # --reference-electra's model
 SHARDS = "corpus/enwiki_wikiextractor/enwiki_part0{}.txt.gz"
 TRAINING_SHARDS = (0, 2, 3)  # read in this order up to --corpus-mb; shard 1 holds the held-out sentences
 CORRUPTIONS = ("swap", "shuffle", "replace")
@@ -224,14 +231,24 @@ def cloze_sample_row(pretrainer, config, id_lists, original_scores, seed=0):
             "sample_pairs": len(sampled)}
 
 
+def texts_and_copies(sentences, tokenizer, seed=0):
+    """(the originals followed by each of CORRUPTIONS' copies, kept: corrupted_copies')."""
+    copies, kept = corrupted_copies(sentences, tokenizer, seed)
+    return sentences + [text for name in CORRUPTIONS for text in copies[name]], kept
+
+
+def cut_ids(tokenizer, config, texts):
+    """The texts' token ids as training.score.Scorer.score_texts cuts them (max_seq_length - 2)."""
+    room = config.max_seq_length - 2
+    return [list(encoded[:room]) for encoded in tokenizer.encode_batch(texts)]
+
+
 def scored_ranking(scorer, sentences, seed=0):
     """(ranking_fractions' row, every text's score in the order originals, swap, shuffle, replace)."""
-    copies, kept = corrupted_copies(sentences, scorer.tokenizer, seed)
-    texts = sentences + [text for name in CORRUPTIONS for text in copies[name]]
+    texts, kept = texts_and_copies(sentences, scorer.tokenizer, seed)
     results = scorer.score_texts(texts)
     row = fractions_from_results(results, len(sentences), kept, scorer.folder)
-    room = scorer.config.max_seq_length - 2  # the texts' ids as score_texts cuts them
-    ids = [list(encoded[:room]) for encoded in scorer.tokenizer.encode_batch(texts)]
+    ids = cut_ids(scorer.tokenizer, scorer.config, texts)
     row.update(cloze_sample_row(scorer.pretrainer, scorer.config, ids[:len(sentences)],
                                 [r["score"] for r in results[:len(sentences)]], seed))
     row.update(cloze_order_row(scorer.pretrainer, scorer.config, ids, len(sentences), kept, scorer.folder))
@@ -241,6 +258,19 @@ def scored_ranking(scorer, sentences, seed=0):
 def ranking_fractions(scorer, sentences, seed=0):
     """fractions_from_results' row of the energies, with cloze_sample_row's and cloze_order_row's."""
     return scored_ranking(scorer, sentences, seed)[0]
+
+
+def reference_fractions(path, sentences, seed=0):
+    """fractions_from_results' row for a plain ELECTRA checkpoint (`path` as Scorer's), its discriminator's
+    logits of "replaced" summed in the energies' place (-Σ logit over the text's tokens)."""
+    from training.model_folder import load_model_folder
+    from training.score import folder_tokenizer
+
+    folder = load_model_folder(path)
+    tokenizer = folder_tokenizer(folder)
+    texts, kept = texts_and_copies(sentences, tokenizer, seed)
+    results = score_id_lists(folder.pretrainer, folder.config, cut_ids(tokenizer, folder.config, texts))
+    return fractions_from_results(results, len(sentences), kept, path)
 
 
 def parse_args(argv=None):
@@ -265,6 +295,8 @@ def parse_args(argv=None):
     parser.add_argument("--eval-every", type=int, default=1000)
     parser.add_argument("--sentences", type=int, default=200)
     parser.add_argument("--no-train", action="store_true", help="only score the checkpoints already saved")
+    parser.add_argument("--reference-electra", action="store_true",
+                        help=f"train and score plain ELECTRA ({REFERENCE_NAME}) on the same data and schedule instead")
     parser.add_argument("--device-export", type=pathlib.Path, default=None, metavar="DIR",
                         help="build the dataset, write what the accelerator needs into DIR, and stop")
     parser.add_argument("--device-checkpoints", type=int, default=6,
@@ -297,6 +329,9 @@ def parse_args(argv=None):
                          "'{\"num_layers\": 4}'")
     if args.work_dir is None:
         parser.error("--work-dir: required (the bench's folder, e.g. runs/electric_ranking)")
+    if args.reference_electra and (args.device_export or args.device_results or args.device_size
+                                   or args.device_score or args.device_collect):
+        parser.error("--reference-electra runs here only; drop the --device-* flag")
     if args.device_checkpoints < 1:
         parser.error("--device-checkpoints must be at least 1")
     if not args.shared_data or not (args.shared_data / SHARDS.format(1)).is_file():
@@ -335,11 +370,12 @@ def warmup_steps(steps):
     return min(1000, steps // 10)
 
 
-def electric_hparams(args, device=False):
-    """run_pretraining.py's --hparams of the Electric run; for the accelerator also mixed_bfloat16 and a
-    held-out evaluation of 20 batches (run_pretraining.py's own resolution turns them into the config)."""
+def electric_hparams(args, device=False, electric=True):
+    """run_pretraining.py's --hparams of the Electric run (plain ELECTRA's with electric=False); for the
+    accelerator also mixed_bfloat16 and a held-out evaluation of 20 batches (run_pretraining.py's own
+    resolution turns them into the config)."""
     hparams = {"model_size": args.model_size, "model_hparam_overrides": args.model,
-               "electric_objective": True, "num_train_steps": args.steps, "train_batch_size": args.batch_size,
+               "electric_objective": electric, "num_train_steps": args.steps, "train_batch_size": args.batch_size,
                "learning_rate": args.learning_rate, "num_warmup_steps": warmup_steps(args.steps),
                "iterations_per_loop": 100, "save_checkpoints_steps": args.eval_every, "keep_checkpoint_max": 0}
     if device:
@@ -347,9 +383,10 @@ def electric_hparams(args, device=False):
     return {**hparams, **args.hparams}
 
 
-def train(args, data_dir):
-    run(["run_pretraining.py", "--model-name", MODEL_NAME, "--data-dir", data_dir,
-         "--hparams", json.dumps(electric_hparams(args))])
+def train(args, data_dir, reference=False):
+    """The Electric run (`reference`: plain ELECTRA's, as REFERENCE_NAME) in a subprocess."""
+    run(["run_pretraining.py", "--model-name", REFERENCE_NAME if reference else MODEL_NAME, "--data-dir", data_dir,
+         "--hparams", json.dumps(electric_hparams(args, electric=not reference))])
 
 
 def run(command):
@@ -412,22 +449,25 @@ def main(argv=None):
 
         electric_device.export_for_device(args, data_dir, args.device_export.resolve(), shown_as=args.device_export)
         return
+    model_name = REFERENCE_NAME if args.reference_electra else MODEL_NAME
     if not args.no_train:
-        train(args, data_dir)
+        train(args, data_dir, args.reference_electra)
 
     from common import atomic
     from training.score import Scorer
 
     sentences = plain_wikipedia_sentences(args.shared_data / SHARDS.format(1), args.sentences)
-    results_path = data_dir / "ranking.json"
+    results_path = data_dir / ("ranking_electra_reference.json" if args.reference_electra else "ranking.json")
     results = json.loads(results_path.read_text()) if results_path.is_file() else {}
     print_header(len(sentences), "shard 1")
-    disc_auc = training_metric_at(data_dir / "models" / MODEL_NAME, "disc_auc")
-    for step, prefix in saved_checkpoints(data_dir / "models" / MODEL_NAME):
-        if "cloze_swap" not in results.get(str(step), {}):
+    disc_auc = training_metric_at(data_dir / "models" / model_name, "disc_auc")
+    newest_column = "swap_margin" if args.reference_electra else "cloze_swap"
+    for step, prefix in saved_checkpoints(data_dir / "models" / model_name):
+        if newest_column not in results.get(str(step), {}):
             start = time.perf_counter()
-            results[str(step)] = {**ranking_fractions(Scorer(prefix), sentences),
-                                  "seconds": time.perf_counter() - start}
+            row = (reference_fractions(prefix, sentences) if args.reference_electra
+                   else ranking_fractions(Scorer(prefix), sentences))
+            results[str(step)] = {**row, "seconds": time.perf_counter() - start}
             atomic.write_json(results_path, results)
         print_row(step, {**results[str(step)], "disc_auc": disc_auc.get(step)})
 

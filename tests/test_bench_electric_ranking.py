@@ -27,3 +27,11 @@ def test_a_row_scored_before_a_measurement_existed_prints_n_a(capsys):
                      "between_tokens": 1.2, "seconds": 12.0})
     cells = [cell.strip() for cell in capsys.readouterr().out.split("|")[1:-1]]
     assert cells == ["1000", "0.500", "0.480", "0.900", "180", "n/a", "n/a", "n/a", "0.100", "1.200"] + ["n/a"] * 4 + ["12"]
+
+
+def test_the_reference_run_is_refused_on_the_accelerator(capsys):
+    from bench.electric_ranking import parse_args
+
+    with pytest.raises(SystemExit) as stopped:
+        parse_args(["--work-dir", "runs/x", "--reference-electra", "--device-export", "runs/y"])
+    assert stopped.value.code == 2 and "--reference-electra runs here only" in capsys.readouterr().err

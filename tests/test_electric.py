@@ -213,6 +213,40 @@ def test_score_refuses_a_model_without_what_the_scorer_reads(model_folders, caps
     assert len(err) == 1 and says in err[0] and "electra" in err[0]
 
 
+def test_reference_ranking_scores_plain_electra_by_minus_the_sum_of_its_logits(tmp_path):
+    """bench.electric_ranking --reference-electra: a plain ELECTRA checkpoint ranks each text by -Σ of its
+    discriminator's logits over the text's own tokens ([CLS] and [SEP] read, not summed), recomputed here one
+    text at a time from the discriminator and its head."""
+    from bench.electric_ranking import reference_fractions, texts_and_copies
+    from pretrain.builder import build_pretrainer
+    from training.model_folder import load_model_folder, write_model_folder
+    from training.score import batch_inputs, folder_tokenizer
+
+    words = [first + second for first in "abcdefgh" for second in "abcdefgh"][:VOCAB_SIZE - 5]
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(["[PAD]", "[CLS]", "[SEP]", "[MASK]", "[UNK]"] + words) + "\n", encoding="utf-8")
+    config = tiny_config(model_name="electra_reference", data_dir=str(tmp_path))
+    write_model_folder(tmp_path / "models" / "electra_reference", config, build_pretrainer(config), vocab, step=3)
+    rng = np.random.default_rng(0)
+    sentences = [" ".join(rng.choice(words, size=int(rng.integers(4, 9)), replace=False)) + " ." for _ in range(8)]
+
+    row = reference_fractions(tmp_path / "models" / "electra_reference", sentences)
+
+    folder = load_model_folder(tmp_path / "models" / "electra_reference")
+    texts, kept = texts_and_copies(sentences, folder_tokenizer(folder))
+    assert kept == list(range(8)) and row["replace_pairs"] == 8  # every word is one token
+    scores = []
+    for ids in folder_tokenizer(folder).encode_batch(texts):
+        batch = {key: tf.constant(value) for key, value in batch_inputs(folder.config, [list(ids)]).items()}
+        logits = folder.pretrainer.discriminator_head(folder.pretrainer.discriminator(batch)).numpy()
+        scores.append(-logits[0, 1:-1].sum())
+    original, swapped, shuffled, replaced = np.split(np.asarray(scores), 4)
+    assert row["swap"] == np.mean(original > swapped) and row["shuffle"] == np.mean(original > shuffled)
+    assert row["replace"] == np.mean(original > replaced)
+    assert row["swap_margin"] == pytest.approx(np.mean(original - swapped), abs=1e-4)
+    assert row["shuffle_margin"] == pytest.approx(np.mean(original - shuffled), abs=1e-4)
+
+
 def test_cloze_scorer_sums_log_q_of_each_token_by_hand(model, model_folders):
     """--scorer cloze: Σ_t log softmax(cloze logits)[t, x_t] over a text's own tokens, one forward pass of the
     two towers; a text and the same tokens in another order score differently."""

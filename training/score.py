@@ -101,12 +101,20 @@ def score_ids(pretrainer, config, id_lists, length=None, scorer="energy"):
             for row, ids in enumerate(id_lists)]
 
 
+def folder_tokenizer(folder):
+    """The tokenizer of a loaded model folder (training.model_folder.load_model_folder): its WordPiece
+    vocabulary or SentencePiece model, cased as it was trained."""
+    from data.tokenization import load_tokenizer
+
+    vocab = "spm_model" if folder.is_sentencepiece else "vocab_file"
+    return load_tokenizer(**{vocab: folder.vocab_file}, lower_case=folder.config.do_lower_case)
+
+
 class Scorer:
     """An Electric model folder's networks and tokenizer (`path`: the folder, its latest checkpoint, or a
     checkpoint prefix in it); `scorer` one of SCORERS."""
 
     def __init__(self, path, name=None, scorer="energy"):
-        from data.tokenization import load_tokenizer
         from training.model_folder import load_model_folder, read_config
 
         path = pathlib.Path(path)
@@ -116,8 +124,7 @@ class Scorer:
         self.folder = load_model_folder(path)
         self.config = self.folder.config
         self.pretrainer = self.folder.pretrainer
-        vocab = "spm_model" if self.folder.is_sentencepiece else "vocab_file"
-        self.tokenizer = load_tokenizer(**{vocab: self.folder.vocab_file}, lower_case=self.config.do_lower_case)
+        self.tokenizer = folder_tokenizer(self.folder)
 
     def score_texts(self, texts, batch_size=DEFAULT_BATCH_SIZE, progress=None):
         """[{"text", "score", "tokens", "energies" (or "log_q"), "truncated"}] in input order; `progress` a
