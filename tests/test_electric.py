@@ -326,7 +326,8 @@ def test_score_ranks_wikipedia_sentences_above_corrupted_copies(wiki_electric, w
     Electric's energies are close to -log of each token's frequency with almost no context (its cloze
     model learns context faster than the energy head can follow: the discriminator's AUC stays below 0.5),
     so a swap, which keeps every token, sits at chance: 0.44-0.56 in runs of 300 to 2,000 steps of 16 or 32
-    sequences (docs/reproduction.md#electric). A replacement by a (mostly rarer) word of one token is seen.
+    sequences (docs/reproduction.md#electric), and plain ELECTRA's discriminator, ranked by -Σ of its logits on
+    the same 24M-token budget, sits at chance too. A replacement by a (mostly rarer) word of one token is seen.
     The swap assertion only guards against an inverted score; the replacement one checks the score's sign
     and summation on real text with as many tokens on both sides.
 
