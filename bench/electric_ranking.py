@@ -237,18 +237,19 @@ def texts_and_copies(sentences, tokenizer, seed=0):
     return sentences + [text for name in CORRUPTIONS for text in copies[name]], kept
 
 
-def cut_ids(tokenizer, config, texts):
-    """The texts' token ids as training.score.Scorer.score_texts cuts them (max_seq_length - 2)."""
+def copy_ids(tokenizer, config, sentences, seed=0):
+    """(the token ids of texts_and_copies' texts, cut as training.score.Scorer.score_texts cuts them
+    (max_seq_length - 2), kept): tokenized once for every score of the ranking."""
+    texts, kept = texts_and_copies(sentences, tokenizer, seed)
     room = config.max_seq_length - 2
-    return [list(encoded[:room]) for encoded in tokenizer.encode_batch(texts)]
+    return [list(encoded[:room]) for encoded in tokenizer.encode_batch(texts)], kept
 
 
 def scored_ranking(scorer, sentences, seed=0):
     """(ranking_fractions' row, every text's score in the order originals, swap, shuffle, replace)."""
-    texts, kept = texts_and_copies(sentences, scorer.tokenizer, seed)
-    results = scorer.score_texts(texts)
+    ids, kept = copy_ids(scorer.tokenizer, scorer.config, sentences, seed)
+    results = score_id_lists(scorer.pretrainer, scorer.config, ids)
     row = fractions_from_results(results, len(sentences), kept, scorer.folder)
-    ids = cut_ids(scorer.tokenizer, scorer.config, texts)
     row.update(cloze_sample_row(scorer.pretrainer, scorer.config, ids[:len(sentences)],
                                 [r["score"] for r in results[:len(sentences)]], seed))
     row.update(cloze_order_row(scorer.pretrainer, scorer.config, ids, len(sentences), kept, scorer.folder))
@@ -268,8 +269,8 @@ def reference_fractions(path, sentences, seed=0):
 
     folder = load_model_folder(path)
     tokenizer = folder_tokenizer(folder)
-    texts, kept = texts_and_copies(sentences, tokenizer, seed)
-    results = score_id_lists(folder.pretrainer, folder.config, cut_ids(tokenizer, folder.config, texts))
+    ids, kept = copy_ids(tokenizer, folder.config, sentences, seed)
+    results = score_id_lists(folder.pretrainer, folder.config, ids)
     return fractions_from_results(results, len(sentences), kept, path)
 
 
