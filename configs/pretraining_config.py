@@ -29,8 +29,9 @@ class PretrainingConfig:
     seed: int = 0  # initial weights, dropout, masking and data order
 
     # --- objective
-    electra_objective: bool = True  # False: MLM only (BERT trained by the same code)
-    electric_objective: bool = False  # Electric (energy-based cloze model); turns on two_tower_generator
+    electra_objective: bool = True  # False: MLM only (BERT trained by the same code), unless Electric
+    electric_objective: bool = False  # Electric (energy-based cloze model); turns on two_tower_generator and
+    # electra_objective (the original's README passes electra_objective false with it)
     gen_weight: float = 1.0
     disc_weight: float = 50.0
     mask_prob: float = 0.15
@@ -132,6 +133,10 @@ class PretrainingConfig:
                            iterations_per_loop=1, num_eval_steps=2)
         if self.electric_objective:
             changes["two_tower_generator"] = True  # as the original: Electric needs the two-tower generator
+            # The original tests `electra_objective or electric_objective` wherever it builds or scores the
+            # discriminator, and its README's Electric command sets electra_objective false: that spelling
+            # builds the same model, so it resolves to the same config.
+            changes["electra_objective"] = True
         config = dataclasses.replace(self, **changes)
         config.check_two_tower()
         config.model_config()  # validate the architecture overrides now, not at step 0

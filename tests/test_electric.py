@@ -32,10 +32,36 @@ def test_config_turns_on_the_two_tower_generator_and_refuses_what_it_cannot_buil
     config = tiny_config(electric_objective=True)
     assert config.two_tower_generator and config.electra_objective
     assert not tiny_config().two_tower_generator
-    for conflict in ({"uniform_generator": True}, {"untied_generator": False}, {"gdes_embeddings": True},
-                     {"electra_objective": False}):
+    for conflict in ({"uniform_generator": True}, {"untied_generator": False}, {"gdes_embeddings": True}):
         with pytest.raises(InputError, match="electric_objective needs its own two-tower generator"):
             tiny_config(electric_objective=True, **conflict)
+    with pytest.raises(InputError, match="two_tower_generator needs .* electra_objective false"):
+        tiny_config(two_tower_generator=True, electra_objective=False)  # MLM only has no discriminator
+
+
+def test_the_original_readmes_electric_command_builds_the_same_model():
+    """The original's README passes {"electra_objective": false, "electric_objective": true}; its code reads
+    `electra_objective or electric_objective`, so that is Electric: the same resolved config, and the same
+    model (variables, shapes and, from one seed, values)."""
+    import keras
+
+    from pretrain.builder import build_pretrainer
+
+    readme = tiny_config(electra_objective=False, electric_objective=True)
+    plain = tiny_config(electric_objective=True)
+    assert readme.electra_objective and readme.two_tower_generator
+    assert readme.to_dict() == plain.to_dict()
+    models = []
+    for config in (readme, plain):
+        keras.utils.set_random_seed(3)
+        models.append(build_pretrainer(config))
+        models[-1].cloze_logits(tiny_batch(batch_size=2))  # builds every variable
+    weights = [{v.path: np.asarray(v) for v in model.weights} for model in models]
+    assert weights[0].keys() == weights[1].keys()
+    assert {path.split("/")[0] for path in weights[0]} == {"electra", "discriminator_predictions", "generator_ltr",
+                                                           "generator_rtl", "cloze_predictions"}
+    for path, value in weights[0].items():
+        np.testing.assert_array_equal(value, weights[1][path], err_msg=path)
 
 
 def test_discriminator_logit_labels_and_losses_by_hand(model, batch):
