@@ -88,8 +88,9 @@ def main(argv=None):
     names = "+".join(t.name for t in tasks)
     multitask = f" ({config.multitask_batches.replace('_', '-')} batches)" if len(tasks) > 1 else ""
     logs = pretrained.folder / "finetuning_logs"
+    stems = "+".join(t.file_stem for t in tasks)  # no colon in folder names (mrqa:<name> → mrqa-<name>)
     runner = TrialRunner(pretrained, config, task_data, pretrained.folder, do_predict=args.do_predict,
-                         reporter_factory=lambda trial: Reporter(logs / f"{names}_trial_{trial + 1}"))
+                         reporter_factory=lambda trial: Reporter(logs / f"{stems}_trial_{trial + 1}"))
     print(f"Fine-tuning {pretrained.folder.name} ({pretrained.recipe_size} recipe: lr {config.learning_rate:g}, "
           f"layer-wise decay {config.layerwise_lr_decay:g} {config.layerwise_lr_variant}, "
           f"{config.num_train_epochs:g} epochs, batch {config.train_batch_size}, max length "

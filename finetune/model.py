@@ -1,7 +1,8 @@
 """One shared encoder and a head per task (the original's multi-task mode; one task is the usual case).
 
 Heads live under the TF1 scope `task_specific/<task>/`, so layer-wise LR decay sees them as the top
-(depth L + 2) and exported names match the original's.
+(depth L + 2) and exported names match the original's; a family task's `mrqa:<name>` is scoped as
+`mrqa-<name>` (finetune.tasks.layer_name: TensorFlow refuses the colon).
 """
 import keras
 from keras import ops
@@ -16,10 +17,10 @@ HEADS_SCOPE = "task_specific"
 def make_head(task, hidden_size, config, dtype=None):
     """The task's head; `dtype`: the encoder's dtype policy (pass `encoder.dtype_policy`)."""
     if task.kind == SPAN:
-        return SpanHead(hidden_size, config.qa_hidden_size, config.beam_size, dtype=dtype, name=task.name)
+        return SpanHead(hidden_size, config.qa_hidden_size, config.beam_size, dtype=dtype, name=task.layer_name)
     if task.kind == TAGGING:
-        return TaggingHead(task.num_outputs, hidden_size, dtype=dtype, name=task.name)
-    return ClassificationHead(task.num_outputs, hidden_size, config.head_dropout, dtype=dtype, name=task.name)
+        return TaggingHead(task.num_outputs, hidden_size, dtype=dtype, name=task.layer_name)
+    return ClassificationHead(task.num_outputs, hidden_size, config.head_dropout, dtype=dtype, name=task.layer_name)
 
 
 class FinetuningModel(keras.Model):
@@ -31,6 +32,9 @@ class FinetuningModel(keras.Model):
         super().__init__(name=name, **kwargs)
         self.encoder = encoder
         self.heads = dict(heads)
+        layer_names = [head.name for head in self.heads.values()]
+        if len(set(layer_names)) != len(layer_names):
+            raise ValueError(f"two heads share a layer name: {layer_names}")
         with keras.name_scope(HEADS_SCOPE):
             for head in self.heads.values():
                 if not head.built:

@@ -115,21 +115,22 @@ def load_finetuned_model(folder):
     from finetune.heads import ClassificationHead, SpanHead, TaggingHead
     from finetune.model import SingleTaskModel
     from finetune.pretrained import build_encoder, restore_by_path
+    from finetune.tasks import layer_name
 
     folder = pathlib.Path(folder)
     info = read_info(folder)
     model_config = ModelConfig.from_dict(info.model_config, source=str(folder / INFO_FILE))
     encoder = build_encoder(model_config)
-    head_config = info.head
+    head_config, name = info.head, layer_name(info.task)
     if info.kind == "span":
         head = SpanHead(model_config.hidden_size, head_config["qa_hidden_size"], head_config["beam_size"],
-                        dtype=encoder.dtype_policy, name=info.task)
+                        dtype=encoder.dtype_policy, name=name)
     elif info.kind == "tagging":
         head = TaggingHead(head_config["num_outputs"], model_config.hidden_size, dtype=encoder.dtype_policy,
-                           name=info.task)
+                           name=name)
     else:
         head = ClassificationHead(head_config["num_outputs"], model_config.hidden_size,
-                                  head_config.get("dropout", 0.1), dtype=encoder.dtype_policy, name=info.task)
+                                  head_config.get("dropout", 0.1), dtype=encoder.dtype_policy, name=name)
     model = SingleTaskModel(encoder, head)
     if not pathlib.Path(str(folder / CHECKPOINT_PREFIX) + ".index").is_file():
         raise InputError(f"{folder}: no checkpoint {CHECKPOINT_PREFIX}.index; the folder is incomplete, re-run "

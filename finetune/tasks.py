@@ -6,10 +6,19 @@ only talk to this interface, so GLUE sentence(-pair) tasks and SQuAD share them.
 """
 import abc
 import dataclasses
+import re
 from typing import Any, Dict, List, Optional
 
 CLASSIFICATION, REGRESSION, SPAN = "classification", "regression", "span"
 TAGGING = "tagging"  # a label per word (chunking)
+
+
+def layer_name(task_name: str) -> str:
+    """A task's head as a Keras layer name and TF scope (`task_specific/<layer name>/...`): TensorFlow refuses
+    a colon there ('mrqa:drop' is not a valid scope name), so a family task's `prefix:<name>` becomes
+    `prefix-<name>` (its file_stem). The named tasks' names have no such character and stay as they are,
+    so their checkpoint names are the original's; `-` is in no named task, so the names stay distinct."""
+    return re.sub(r"[^A-Za-z0-9_.-]", "-", task_name)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,6 +49,11 @@ class Task(abc.ABC):
         """The task's name in file and folder names: a family task's `prefix:<name>` as `prefix-<name>`,
         since a colon is refused by Windows and read as a host by scp and rsync."""
         return self.name.replace(":", "-")
+
+    @property
+    def layer_name(self) -> str:
+        """The task's head layer and scope name (layer_name above)."""
+        return layer_name(self.name)
 
     @property
     def num_outputs(self) -> int:

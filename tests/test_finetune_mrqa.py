@@ -1,5 +1,6 @@
 """MRQA tasks: the reader on fixtures (answer text from the char span, not the detected text), the file
-layouts, `mrqa:<name>`, the official scoring, bad input as one line with file and line; on the shared
+layouts, `mrqa:<name>` (and an end-to-end TensorFlow run of one), the official scoring, bad input as one
+line with file and line; on the shared
 SQuAD, NewsQA and DROP dev sets every detected span maps back to its text (the mismatches are MRQA's
 normalised detections), featurisation keeps every first answer, the first answer scores 100, and a tiny
 model fine-tunes on part of NewsQA dev and scores the rest through run_finetuning.py."""
@@ -170,6 +171,74 @@ def test_the_jax_export_refuses_span_tasks_clearly():
     for name in ("newsqa", "mrqa:drop"):
         with pytest.raises(InputError, match="not supported on the JAX path yet .* run_finetuning.py"):
             arrays.check_supported(get_task(name))
+
+
+def tiny_model_folder(root, vocab_words):
+    """<root>/models/tiny: a 2-layer, 32-wide pretrained folder (untrained weights) whose vocabulary is the
+    specials and `vocab_words`: what run_finetuning.py reads."""
+    import tensorflow as tf
+
+    from configs.pretraining_config import PretrainingConfig
+    from pretrain.builder import build_pretrainer
+    from tests.helpers import MICRO_MODEL, SPECIALS
+    from training.checkpointing import model_trackable
+
+    folder = root / "models" / "tiny"
+    folder.mkdir(parents=True)
+    config = PretrainingConfig.create({"model_size": "electra_tiny", "model_hparam_overrides": MICRO_MODEL,
+                                       "model_name": "tiny"})
+    config.save(folder / "config.json")
+    (folder / "vocab.txt").write_text("\n".join(SPECIALS + sorted(set(vocab_words))) + "\n", encoding="utf-8")
+    manager = tf.train.CheckpointManager(tf.train.Checkpoint(model=model_trackable(build_pretrainer(config))),
+                                         str(folder), max_to_keep=1, checkpoint_name="ckpt")
+    manager.save(checkpoint_number=1)
+    return folder
+
+
+def test_an_mrqa_name_task_fine_tunes_evaluates_and_predicts_under_tensorflow(tmp_path):
+    """`--task mrqa:<name>` through run_finetuning.py on a set no named task knows: TensorFlow refused
+    'mrqa:fixture' as the head's scope name; its head is now `task_specific/mrqa-fixture/`, its files and
+    TensorBoard folders have no colon, and the saved model loads back with every weight."""
+    import re
+
+    import run_finetuning
+    import tensorflow as tf
+
+    from finetune.saved import load_finetuned_model
+
+    qas = lambda tag: [dict(qa, qid=f"{tag}{i}-{qa['qid']}") for i in range(4) for qa in QAS]  # noqa: E731
+    write_mrqa(tmp_path / "finetuning_data" / "fixture" / "train.jsonl", [record(qas("t"))])
+    write_mrqa(tmp_path / "finetuning_data" / "fixture" / "dev.jsonl", [record(qas("d"))])
+    folder = tiny_model_folder(tmp_path, re.findall(r"\w+|[^\w\s]", (CONTEXT + " who won where").lower()))
+    hparams = {"max_seq_length": 64, "train_batch_size": 4, "eval_batch_size": 8, "max_train_steps": 2,
+               "iterations_per_loop": 1}
+    run_finetuning.main(["--model-name", "tiny", "--data-dir", str(tmp_path), "--task", "mrqa:fixture",
+                         "--do-predict", "--hparams", json.dumps(hparams)])
+    results = json.loads((folder / "results" / "mrqa-fixture_results.json").read_text())
+    assert results["complete"] and results["num_train_steps"] == 2 and results["task"] == "mrqa:fixture"
+    metrics = results["trials"][0]["metrics"]
+    assert set(metrics) == {"exact_match", "f1"} and all(0 <= v <= 100 for v in metrics.values())
+    predictions = json.loads((folder / "test_predictions" / "trial_1" / "mrqa-fixture_dev_predictions.json")
+                             .read_text())
+    assert set(predictions) == {qa["qid"] for qa in qas("d")}
+    assert [p.name for p in (folder / "finetuning_logs").iterdir()] == ["mrqa-fixture_trial_1"]
+    saved = folder / "finetuning_models" / "mrqa-fixture_model_1"
+    head_weights = {name for name, _ in tf.train.list_variables(str(saved / "ckpt")) if "task_specific" in name}
+    assert len(head_weights) == 10 and all("task_specific.Smrqa-fixture.S" in name for name in head_weights)
+    model, info = load_finetuned_model(saved)  # restore_by_path fails on a weight it cannot match
+    assert (info.task, model.head.name) == ("mrqa:fixture", "mrqa-fixture")
+
+
+def test_named_tasks_keep_their_scope_names():
+    """The original's checkpoint names (task_specific/<task>/...) for every named task; a family task's
+    colon becomes '-', and two family names never meet."""
+    from finetune.registry import REGISTRY
+    from finetune.tasks import layer_name
+
+    assert all(task.layer_name == name for name, task in REGISTRY.items())
+    assert [get_task(name).layer_name for name in ("mrqa:drop", "mrqa:a-b", "mrqa:a.b_c")] == [
+        "mrqa-drop", "mrqa-a-b", "mrqa-a.b_c"]
+    assert layer_name("squad") == "squad" and not set(REGISTRY) & {get_task("mrqa:squad").layer_name}
 
 
 # ------------------------------------------------------------------------------------ the shared data
