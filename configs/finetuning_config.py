@@ -20,9 +20,19 @@ MULTITASK_BATCHES = ("mixed", "per_task")
 MRQA_ANSWER_ENDS = ("text_length", "char_span")  # the rules: finetune/mrqa/reader.py
 # Learning rate and layer-wise decay per size (paper, Table 7).
 SIZE_RECIPES = {"small": (3e-4, 0.8), "base": (1e-4, 0.8), "large": (5e-5, 0.9)}
-# Question answering gets SQuAD's recipe (512 tokens, 2 epochs): the original gave it to names holding "squad"
-# or "qa", which missed naturalqs; here every MRQA task (and mrqa:<name>) has it.
+# Which tasks get SQuAD's recipe (512 tokens, 2 epochs): "original", the original's rule
+# (configure_finetuning.py): a name holding "squad" or "qa" (squad, squadv1, newsqa, triviaqa, searchqa,
+# mrqa:<name>), so naturalqs gets the default 128 tokens and 3 epochs; "every_span_task": every
+# question-answering task (QA_TASKS and mrqa:<name>), naturalqs too.
+QA_RECIPES = ("original", "every_span_task")
 QA_TASKS = ("squad", "squadv1", "newsqa", "naturalqs", "triviaqa", "searchqa")
+
+
+def gets_qa_recipe(task_name: str, rule: str = "original") -> bool:
+    """Whether the task gets SQuAD's 512 tokens and 2 epochs under the QA_RECIPES `rule`."""
+    if rule == "original":
+        return "squad" in task_name or "qa" in task_name
+    return task_name in QA_TASKS or task_name.startswith("mrqa:")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,7 +49,7 @@ class FinetuningConfig:
     loss_reduction: str = "sum"  # the original sums the examples' losses over the batch; "mean" averages
     train_batch_size: int = 32
     eval_batch_size: int = 32
-    num_train_epochs: Optional[float] = None  # None: 3, 10 for RTE or STS alone, 2 for QA_TASKS
+    num_train_epochs: Optional[float] = None  # None: 3, 10 for RTE or STS alone, 2 for QA (qa_recipe)
     max_train_steps: int = 0  # > 0: stop after this many updates (quick runs); the schedule follows
     head_dropout: float = 0.1
     multitask_batches: str = "mixed"  # several tasks: "mixed" batches as the original, or "per_task"
@@ -48,7 +58,8 @@ class FinetuningConfig:
     mrqa_answer_end: str = "text_length"
 
     # --- inputs
-    max_seq_length: Optional[int] = None  # None: 128, 512 for QA_TASKS
+    max_seq_length: Optional[int] = None  # None: 128, 512 for QA (qa_recipe)
+    qa_recipe: str = "original"  # which tasks get the 512 and 2 above: QA_RECIPES
     double_unordered: bool = True  # MRPC and STS training pairs also in swapped order
     length_bucketing: bool = True  # pad each batch to its longest example (False: to max_seq_length)
     bucket_pool_batches: int = 50  # training batches drawn from one length-sorted pool of shuffled examples
@@ -82,6 +93,8 @@ class FinetuningConfig:
         if self.mrqa_answer_end not in MRQA_ANSWER_ENDS:
             raise InputError(f"fine-tuning config: mrqa_answer_end {self.mrqa_answer_end!r} is not one of "
                              f"{', '.join(MRQA_ANSWER_ENDS)}")
+        if self.qa_recipe not in QA_RECIPES:
+            raise InputError(f"fine-tuning config: qa_recipe {self.qa_recipe!r} is not one of {', '.join(QA_RECIPES)}")
         if self.layerwise_lr_variant not in LAYERWISE_VARIANTS:
             raise InputError(f"fine-tuning config: layerwise_lr_variant {self.layerwise_lr_variant!r} is not "
                              f"one of {', '.join(LAYERWISE_VARIANTS)}")
@@ -116,7 +129,7 @@ class FinetuningConfig:
             raise InputError(f"fine-tuning config: size {size!r} is not one of {', '.join(SIZE_RECIPES)}")
         learning_rate, decay = SIZE_RECIPES[size]
         task_names = list(task_names)
-        is_squad = any(name in QA_TASKS or name.startswith("mrqa:") for name in task_names)
+        is_squad = any(gets_qa_recipe(name, self.qa_recipe) for name in task_names)
         if task_names in (["rte"], ["sts"]):
             epochs = 10.0
         elif is_squad:

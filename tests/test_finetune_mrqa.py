@@ -144,17 +144,34 @@ def test_file_layouts_official_names_and_mrqa_name(tmp_path):
     assert "no dev file" in str(error.value) and "bioasq.jsonl[.gz]" in str(error.value)
 
 
-def test_registry_names_and_recipe():
+def test_registry_names_and_file_stems():
     assert [t.name for t in parse_task_list("newsqa, mrqa:newsqa,NaturalQs")] == ["newsqa", "mrqa:newsqa", "naturalqs"]
     for bad, fragment in (("mrqa:", "give the data folder's name"), ("mrqa:../x", "give the data folder's name"),
                           ("chunky", "mrqa:<name>")):
         with pytest.raises(InputError, match=fragment):
             get_task(bad)
-    for names in (["naturalqs"], ["mrqa:drop"], ["searchqa"]):  # the original missed naturalqs ("qa" not in it)
-        config = FinetuningConfig.create({}, "small", names)
-        assert (config.max_seq_length, config.num_train_epochs) == (512, 2.0)
     # file names never hold the colon (Windows refuses it, scp reads it as a host)
     assert [get_task(name).file_stem for name in ("newsqa", "mrqa:drop")] == ["newsqa", "mrqa-drop"]
+
+
+def test_qa_recipe_follows_the_originals_name_rule_by_default():
+    """configure_finetuning.py gives 512 tokens and 2 epochs to a name holding "squad" or "qa": of the named
+    tasks every span task but naturalqs, which gets 128 and 3; `qa_recipe: "every_span_task"` adds it."""
+    from finetune.registry import REGISTRY
+    from finetune.tasks import SPAN as span
+
+    def recipe(names, **hparams):
+        config = FinetuningConfig.create(hparams, "small", names)
+        return config.max_seq_length, config.num_train_epochs
+
+    assert {name for name in REGISTRY if recipe([name]) == (512, 2.0)} == {
+        "squad", "squadv1", "newsqa", "triviaqa", "searchqa"}
+    assert recipe(["naturalqs"]) == (128, 3.0) and recipe(["mrqa:drop"]) == (512, 2.0)
+    every = {name for name in REGISTRY if recipe([name], qa_recipe="every_span_task") == (512, 2.0)}
+    assert every == {name for name, task in REGISTRY.items() if task.kind == span}
+    assert recipe(["naturalqs"], qa_recipe="every_span_task", max_seq_length=384) == (384, 2.0)  # --hparams win
+    with pytest.raises(InputError, match="qa_recipe 'all' is not one of original, every_span_task"):
+        FinetuningConfig.create({"qa_recipe": "all"}, "small", ["naturalqs"])
 
 
 def test_official_scoring_by_hand():
