@@ -8,7 +8,10 @@ computes the same function. Inference, or attention_dropout = 0, uses the fused 
 right-to-left mask (model/modeling.py, the ltr/rtl arguments of BertModel, used by Electric's two-tower
 generator; docs/reproduction.md#electric): query i attends to keys j <= i (ltr) or j >= i (rtl), its own
 position included, on top of the padding mask. A query left with no key (a padding query in an rtl
-tower) gets a uniform softmax over every key, as the original's additive -10000 gives it.
+tower) attends to every key by its raw scores, as the original's additive mask gives it: -10000 added
+to every score of the row shifts them all alike, so its softmax is that of the raw scores over all keys
+(not uniform). That output is used: the roll puts the rtl tower's first padding position beside the
+last real token, whose log q enters the discriminator's logit and loss (docs/reproduction.md#electric).
 """
 import math
 
@@ -28,14 +31,18 @@ def padding_mask(input_mask):
 
 def attention_mask(input_mask, causal=None):
     """The boolean mask of one attention: [batch, 1, 1, seq] (padding only) or, with `causal` "ltr" /
-    "rtl", [batch, 1, seq, seq] (padding and direction)."""
+    "rtl", [batch, 1, seq, seq] (padding and direction; a query with no key left gets them all, see the
+    module docstring). Without `causal` only an example with no real token has such a row, and nothing
+    reads its outputs, so the bidirectional mask is left as it is."""
     mask = padding_mask(input_mask)
     if causal is None:
         return mask
     positions = ops.arange(ops.shape(input_mask)[1])
     queries, keys = positions[:, None], positions[None, :]
     allowed = ops.less_equal(keys, queries) if causal == "ltr" else ops.greater_equal(keys, queries)
-    return ops.logical_and(mask, allowed[None, None, :, :])
+    mask = ops.logical_and(mask, allowed[None, None, :, :])
+    # A row with no allowed key gets every key, so its softmax is the original's (its scores all - 10000).
+    return ops.logical_or(mask, ops.logical_not(ops.any(mask, axis=-1, keepdims=True)))
 
 
 def explicit_attention(query, key, value, mask, scale, dropout=None, training=False):

@@ -165,6 +165,32 @@ def test_causal_attention_fused_equals_explicit_with_padding(model, causal):
     np.testing.assert_allclose(fused, explicit, atol=1e-5)
 
 
+def test_a_keyless_rtl_row_reaches_only_the_last_real_tokens_log_q(model, batch, monkeypatch):
+    """A padding query of the rtl tower has no key; what it attends to (the original's softmax of raw
+    scores, model/attention.py) is read at one real position only, the last real token (the roll puts
+    rtl(t + 1) at t), whose log q enters the discriminator's logit there. Shown by giving keyless rows
+    another rule (their own key only): the cloze logits change there and nowhere else."""
+    from model import attention
+
+    originals = np.asarray(model.cloze_logits(batch))
+    plain = attention.attention_mask
+
+    def own_key_only(input_mask, causal=None):
+        mask = np.asarray(plain(input_mask, causal))
+        if causal != "rtl":
+            return mask
+        keyless = ~np.asarray(input_mask, bool)[:, None, :, None]  # an rtl padding query: no key after it
+        return np.where(keyless, np.eye(mask.shape[-1], dtype=bool)[None, None], mask)
+
+    monkeypatch.setattr(attention, "attention_mask", own_key_only)
+    changed = np.asarray(model.cloze_logits(batch))
+    lengths = batch["input_mask"].sum(1)
+    for row, length in enumerate(lengths):
+        differs = np.abs(changed[row] - originals[row]).max(-1) > 1e-4
+        expected = [length - 1] if length < batch["input_mask"].shape[1] else []
+        assert np.flatnonzero(differs[:length]).tolist() == expected, row
+
+
 def test_text_scores_sum_the_energies_of_the_weighted_tokens():
     energies = np.array([[0.5, 1.0, 2.0, -1.0]], "float32")
     weights = np.array([[0, 1, 1, 0]], "float32")

@@ -61,6 +61,39 @@ def test_explicit_attention_matches_numpy():
     np.testing.assert_allclose(got, np.einsum("bhqk,bkhd->bqhd", probs, v), rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("causal", ["ltr", "rtl"])
+def test_causal_attention_is_the_originals_additive_mask_even_on_rows_without_a_key(causal):
+    """The original adds -10000 to every masked score (modeling.py, attention_layer): a padding query of an
+    rtl tower, with no key left, then gets the softmax of its raw scores over every key, not a uniform one.
+    Both paths against that formula in float64, on rows with and without keys."""
+    from model.attention import SelfAttention
+
+    layer = SelfAttention(8, 2, attention_dropout=0.0, initializer_range=0.5, causal=causal)
+    rng = np.random.default_rng(0)
+    hidden = rng.normal(size=(2, 6, 8)).astype("float32")  # scores of order 1: far from uniform
+    input_mask = np.array([[1, 1, 1, 1, 1, 1], [1, 1, 1, 0, 0, 0]], "int32")
+    fused = np.asarray(layer(hidden, input_mask, use_fused=True))
+    explicit = np.asarray(layer(hidden, input_mask, use_fused=False))
+
+    def project(dense):
+        return (hidden @ np.asarray(dense.kernel) + np.asarray(dense.bias)).astype("float64").reshape(2, 6, 2, 4)
+
+    q, k, v = project(layer.query), project(layer.key), project(layer.value)
+    positions = np.arange(6)
+    allowed = positions[None, :] <= positions[:, None] if causal == "ltr" else positions[None, :] >= positions[:, None]
+    mask = input_mask[:, None, None, :] * allowed[None, None]  # [batch, 1, query, key]
+    logits = np.einsum("bqhd,bkhd->bhqk", q, k) / 2.0 + (1 - mask) * -10000.0
+    probs = np.exp(logits - logits.max(-1, keepdims=True))
+    probs /= probs.sum(-1, keepdims=True)
+    expected = np.einsum("bhqk,bkhd->bqhd", probs, v).reshape(2, 6, 8)
+    np.testing.assert_allclose(fused, expected, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(explicit, expected, rtol=1e-4, atol=1e-5)
+    uniform = v[1].mean(0).reshape(8)  # what a uniform softmax over all keys would give
+    keyless = [3, 4, 5] if causal == "rtl" else []
+    for t in keyless:
+        assert np.abs(expected[1, t] - uniform).max() > 0.1
+
+
 def test_attention_dropout_is_on_only_in_training():
     encoder = make_encoder(dropout=0.0, attention_dropout=0.5)
     batch = tiny_batch()
