@@ -18,6 +18,9 @@ LOSS_REDUCTIONS = ("sum", "mean")  # the batch's loss: the original's sum of exa
 # every batch one task's and shuffles the tasks' batches together (what this code did before).
 MULTITASK_BATCHES = ("mixed", "per_task")
 MRQA_ANSWER_ENDS = ("text_length", "char_span")  # the rules: finetune/mrqa/reader.py
+# How chunking's predicted tags become chunks for its F1: the original's decoder (get_span_labels) or
+# conlleval's boundary rules; they differ on ill-formed predictions (finetune/tagging/spans.py).
+CHUNK_SCORERS = ("original", "conlleval")
 # Learning rate and layer-wise decay per size (paper, Table 7).
 SIZE_RECIPES = {"small": (3e-4, 0.8), "base": (1e-4, 0.8), "large": (5e-5, 0.9)}
 # Which tasks get SQuAD's recipe (512 tokens, 2 epochs): "original", the original's rule
@@ -56,6 +59,7 @@ class FinetuningConfig:
     # MRQA training targets: "text_length" (the original's: the detected text's length from its span's
     # start) or "char_span" (the span's own end; keeps answers MRQA detected by normalised match)
     mrqa_answer_end: str = "text_length"
+    chunk_scorer: str = "original"  # chunk F1 by the original's span decoder, or "conlleval"'s rules
 
     # --- inputs
     max_seq_length: Optional[int] = None  # None: 128, 512 for QA (qa_recipe)
@@ -95,6 +99,9 @@ class FinetuningConfig:
                              f"{', '.join(MRQA_ANSWER_ENDS)}")
         if self.qa_recipe not in QA_RECIPES:
             raise InputError(f"fine-tuning config: qa_recipe {self.qa_recipe!r} is not one of {', '.join(QA_RECIPES)}")
+        if self.chunk_scorer not in CHUNK_SCORERS:
+            raise InputError(f"fine-tuning config: chunk_scorer {self.chunk_scorer!r} is not one of "
+                             f"{', '.join(CHUNK_SCORERS)}")
         if self.layerwise_lr_variant not in LAYERWISE_VARIANTS:
             raise InputError(f"fine-tuning config: layerwise_lr_variant {self.layerwise_lr_variant!r} is not "
                              f"one of {', '.join(LAYERWISE_VARIANTS)}")

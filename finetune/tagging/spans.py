@@ -1,12 +1,17 @@
 """Chunk tags ↔ chunks: the BIOES labels the model learns, the IOB2 tags CoNLL-2000 writes, and the
 label mapping.
 
-A chunk is (first word, last word, type). Tags are decoded with conlleval's boundary rules, extended to
-S as the IOBES versions of conlleval do: a chunk ends after E or S, before B, S or O, and where the type
-changes; it starts at B or S, at I or E after O, E or S, and where the type changes. On IOB1, IOB2 and
-IOBES input that is exactly what conlleval counts. The original (tagging_utils.get_span_labels) agrees
-on well-formed sequences; on ill-formed predictions it merged across E and type changes (B-NP I-VP was
-one VP chunk), where conlleval's rules, used here, see two chunks.
+A chunk is (first word, last word, type). Two decoders, which agree on well-formed sequences (gold
+tags, and predictions that are valid BIOES) but not on the ill-formed ones a model predicts:
+
+- `original_chunks`, the original's (finetune/tagging/tagging_utils.py, get_span_labels, which its
+  EntityLevelF1Scorer scored chunking with): a chunk ends only before B, S or O (or at the sentence's
+  end), never after E nor where the type changes, and takes the type of its last tag; it starts at B or
+  S, or at any tag after O. So B-NP I-VP is one VP chunk and B-NP E-NP I-NP E-NP one NP chunk.
+- `chunks`, conlleval's boundary rules, extended to S as the IOBES versions of conlleval do: a chunk
+  ends after E or S, before B, S or O, and where the type changes; it starts at B or S, at I or E after
+  O, E or S, and where the type changes. On IOB1, IOB2 and IOBES input that is exactly what conlleval
+  counts. Files are read with it (their tags are gold, where the two agree).
 
 The label set is O plus B-, I-, E-, S- for each of CoNLL-2000's 11 chunk types, sorted as the original
 sorted its labels. The original collected the BIOES tags that occur in train, dev and test; on
@@ -58,6 +63,21 @@ def chunks(tags: Sequence[str]) -> List[Chunk]:
         if _starts(prev_prefix, prev_kind, prefix, kind):
             start = index
         prev_prefix, prev_kind = prefix, kind
+    return found
+
+
+def original_chunks(tags: Sequence[str]) -> List[Chunk]:
+    """The chunks of one sentence's tags by the original's decoder (module docstring), in order."""
+    found, start, previous = [], 0, OUTSIDE
+    for index, tag in enumerate(tags):
+        prefix, _ = split_tag(tag)
+        if previous != OUTSIDE and prefix in ("B", "S", OUTSIDE):
+            found.append((start, index - 1, split_tag(previous)[1]))
+        if prefix in ("B", "S") or previous == OUTSIDE:
+            start = index
+        previous = tag
+    if previous != OUTSIDE:  # the sentence's end closes an open chunk
+        found.append((start, len(tags) - 1, split_tag(previous)[1]))
     return found
 
 

@@ -1,5 +1,6 @@
 """CoNLL-2000 chunking (`chunk`), the original's one tagging task: a BIOES label per word, predicted on
-its first sub-token, scored by chunk-level F1 (conlleval's).
+its first sub-token, scored by chunk-level F1 (by the original's span decoder, or conlleval's rules with
+chunk_scorer "conlleval": finetune/tagging/scorer.py).
 
 Files: the first of `<root>/chunk/` and `<root>/conll2000/` that exists, holding
 `train.txt`, `dev.txt` and `test.txt` (the original's names) or CoNLL-2000's own download, `train.txt`
@@ -16,8 +17,8 @@ from common import atomic
 from finetune.data_files import find_split_file, find_task_dir
 from finetune.tagging.featurize import featurize_sentences
 from finetune.tagging.reader import read_conll
-from finetune.tagging.scorer import chunk_f1
-from finetune.tagging.spans import LABEL_NAMES, chunks, encode
+from finetune.tagging.scorer import DECODERS, chunk_f1
+from finetune.tagging.spans import LABEL_NAMES, encode
 from finetune.tasks import TAGGING, Task
 
 FOLDER_NAMES = ("conll2000",)  # besides the task's name: NLTK's and the shared data's name for it
@@ -55,7 +56,9 @@ class ChunkTask(Task):
                           fix="use CoNLL-2000's full train.txt / test.txt", bad_rows=bad_rows)
 
     def featurize(self, sentences, tokenizer, config, training=False):
-        return featurize_sentences(sentences, tokenizer, config.max_seq_length, LABEL_NAMES)
+        features = featurize_sentences(sentences, tokenizer, config.max_seq_length, LABEL_NAMES)
+        features["chunk_scorer"] = config.chunk_scorer  # how write_test_predictions reads predicted tags
+        return features
 
     # ------------------------------------------------------------------ predictions and scores
     def predicted_tags(self, features, outputs) -> List[List[str]]:
@@ -76,7 +79,7 @@ class ChunkTask(Task):
     def evaluate(self, features, outputs, config, suffix=""):
         """Chunk precision, recall and F1 (0–100) and, to save, the label mapping and the predicted tags."""
         predicted = self.predicted_tags(features, outputs)
-        scores = chunk_f1(self.gold_tags(features), predicted)
+        scores = chunk_f1(self.gold_tags(features), predicted, config.chunk_scorer)
         extra = {"label_mapping": self.label_mapping,
                  "predictions": {example.guid: " ".join(tags) for example, tags in zip(features["examples"], predicted)}}
         return {name + suffix: value for name, value in scores.items()}, extra
@@ -84,10 +87,13 @@ class ChunkTask(Task):
     def write_test_predictions(self, folder, split, features, outputs):
         """`chunk_<split>.txt`, CoNLL style for conlleval: `word gold predicted` per line (`word predicted`
         without gold), a blank line after each sentence. Predictions are written in IOB2, CoNLL-2000's own
-        tags, from the decoded chunks; words the model did not see (cut by max_seq_length) get O."""
+        tags, from the chunks the run's scorer decodes (chunk_scorer, recorded by featurize; the original's
+        decoder for features without it), so conlleval on the file counts what the run scored; words the
+        model did not see (cut by max_seq_length) get O."""
+        decode = DECODERS[features.get("chunk_scorer", "original")]
         lines = []
         for sentence, tags in zip(features["examples"], self.predicted_tags(features, outputs)):
-            predicted = encode(chunks(tags), len(sentence.words), "IOB2")
+            predicted = encode(decode(tags), len(sentence.words), "IOB2")
             gold = sentence.tags or [None] * len(sentence.words)
             lines += [" ".join(field for field in fields if field is not None)
                       for fields in zip(sentence.words, gold, predicted)] + [""]
