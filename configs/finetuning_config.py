@@ -62,7 +62,7 @@ class FinetuningConfig:
     chunk_scorer: str = "original"  # chunk F1 by the original's span decoder, or "conlleval"'s rules
 
     # --- inputs
-    max_seq_length: Optional[int] = None  # None: 128, 512 for QA (qa_recipe)
+    max_seq_length: Optional[int] = None  # None: 128, 512 for QA (qa_recipe), 256 for chunk alone
     qa_recipe: str = "original"  # which tasks get the 512 and 2 above: QA_RECIPES
     double_unordered: bool = True  # MRPC and STS training pairs also in swapped order
     length_bucketing: bool = True  # pad each batch to its longest example (False: to max_seq_length)
@@ -150,8 +150,8 @@ class FinetuningConfig:
             changes["layerwise_lr_decay"] = decay
         if self.num_train_epochs is None:
             changes["num_train_epochs"] = epochs
-        if self.max_seq_length is None:
-            changes["max_seq_length"] = 512 if is_squad else 128
+        if self.max_seq_length is None:  # the original's configure_finetuning: chunk alone gets 256
+            changes["max_seq_length"] = 512 if is_squad else 256 if task_names == ["chunk"] else 128
         return dataclasses.replace(self, **changes)
 
     def to_dict(self) -> dict:

@@ -255,6 +255,51 @@ def test_labels_sit_on_the_first_sub_token_of_each_word(tokenizer, tmp_path):
     assert task.gold_tags(short) == [["B-NP", "I-NP", "E-NP"]] and mask.sum() == 3
 
 
+def test_chunk_alone_gets_the_originals_256_tokens():
+    """configure_finetuning.py gives chunk, as its only task, max_seq_length 256; a mix keeps 128 (the
+    original's per-task defaults apply to a single task); --hparams wins."""
+    from configs.finetuning_config import FinetuningConfig
+
+    assert FinetuningConfig.create({}, "small", ["chunk"]).max_seq_length == 256
+    assert FinetuningConfig.create({}, "small", ["chunk", "rte"]).max_seq_length == 128
+    assert FinetuningConfig.create({"max_seq_length": 128}, "small", ["chunk"]).max_seq_length == 128
+
+
+def test_no_conll2000_test_sentence_is_cut_at_the_default_length(shared_data, bert_vocab_file):
+    """With BERT's uncased vocabulary and the default length every test word is fed and scored. The
+    original's check (it counted the sentence's words on top of the tokens so far) cuts 8 test sentences
+    at 128 tokens and none at its chunking default, 256; ours cuts none at either."""
+    from configs.finetuning_config import FinetuningConfig
+    from data.tokenization import load_tokenizer
+
+    if not (shared_data / "conll2000" / "test.txt").is_file():
+        pytest.fail(f"ELECTRA_SHARED_DATA is set but {shared_data / 'conll2000'} is missing")
+    tokenizer, task = load_tokenizer(vocab_file=bert_vocab_file), get_task("chunk")
+    test = task.read(shared_data, "test")
+    features = task.featurize(test, tokenizer, FinetuningConfig.create({}, "small", ["chunk"]))
+    assert [int(mask.sum()) for mask in features["sequences"]["tag_mask"]] == [len(s.words) for s in test]
+    assert max(len(ids) for ids in features["sequences"]["input_ids"]) == 90  # the longest, [CLS] and [SEP] in
+
+    sizes = []  # each word's sub-token count, from where the next word (or [SEP]) starts
+    for ids, mask in zip(features["sequences"]["input_ids"], features["sequences"]["tag_mask"]):
+        sizes.append(np.diff(np.append(np.flatnonzero(mask), len(ids) - 1)).tolist())
+    assert sum(map(sum, sizes)) + 2 * len(test) == sum(map(len, features["sequences"]["input_ids"]))
+
+    def cut_by_the_original(words, max_seq_length):
+        """Its featurize: over [CLS] words [SEP], stop before a word when all the words' count (with
+        [CLS] and [SEP]) + the ids so far + 1 exceeds max_seq_length; cut if a real word was left out."""
+        spans_of = [1] + words + [1]
+        so_far = 0
+        for number, size in enumerate(spans_of):
+            if len(spans_of) + so_far + 1 > max_seq_length:
+                return number <= len(words)
+            so_far += size
+        return False
+
+    assert sum(cut_by_the_original(words, 128) for words in sizes) == 8
+    assert sum(cut_by_the_original(words, 256) for words in sizes) == 0
+
+
 def test_tagging_loss_sums_cross_entropy_over_labelled_positions():
     from finetune.losses import example_losses
 
