@@ -3,6 +3,8 @@
     python build_pretraining_dataset.py                       # embedded default corpus (Python's docs)
     python build_pretraining_dataset.py --corpus-dir wiki/ --corpus-format wikiextractor \
         --vocab-file vocab.txt --num-processes 8
+    python build_pretraining_dataset.py --corpus-dir 'corpus/*.jsonl.zst' --corpus-format jsonl \
+        --text-field content --vocab-file vocab.txt      # JSON lines; --corpus-format parquet alike
 
 Writes <data-dir>/pretrain_tfrecords/ (shards + metadata.json). With no vocabulary given it uses
 <data-dir>/vocab.txt, learning one from the corpus first if there is none.
@@ -29,9 +31,14 @@ MIN_SEQ_LENGTH = 3  # [CLS] x [SEP]
 def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--corpus-dir", nargs="+", metavar="PATH",
-                        help="files, folders or globs of .txt/.gz text (default: the embedded Python-docs corpus)")
+                        help="files, folders or globs (folders are searched for .txt/.gz/.zst, .jsonl[.gz|.zst] "
+                             "or .parquet by --corpus-format; default: the embedded Python-docs corpus)")
     parser.add_argument("--corpus-format", choices=corpus_lib.CORPUS_FORMATS, default="plain",
-                        help="plain: one sentence/paragraph per line; wikiextractor: WikiExtractor's <doc> output")
+                        help="plain: one sentence/paragraph per line; wikiextractor: WikiExtractor's <doc> output; "
+                             "jsonl: one JSON object per line, one document each; parquet: one document per row")
+    parser.add_argument("--text-field", default=None,
+                        help=f"jsonl/parquet: the field or column holding each document's text (default "
+                             f"{corpus_lib.DEFAULT_TEXT_FIELD!r}); its newlines separate lines as in plain text")
     parser.add_argument("--blanks-separate-docs", action=argparse.BooleanOptionalAction, default=True,
                         help="plain format: a blank line ends a document (else each file is one document)")
     vocab = parser.add_mutually_exclusive_group()
@@ -70,12 +77,17 @@ def validate_numbers(args) -> None:
         raise InputError(f"--num-shards {args.num_shards}: use a positive count, or 0 for automatic")
     if args.vocab_size is not None and args.vocab_size < 100:
         raise InputError(f"--vocab-size {args.vocab_size} is too small to learn a vocabulary; use 1000 or more")
+    if args.text_field is not None and args.corpus_format not in corpus_lib.RECORD_FORMATS:
+        raise InputError(f"--text-field names a field of JSON lines or Parquet records; drop it, or pass "
+                         f"--corpus-format jsonl or parquet (not {args.corpus_format})")
+    if args.text_field == "":
+        raise InputError("--text-field is empty; name the field or column that holds the text")
 
 
 def corpus_lines(files, args):
     for path in files:
         for document in corpus_lib.iter_documents(path, args.corpus_format, args.blanks_separate_docs,
-                                                  strict=args.strict):
+                                                  strict=args.strict, text_field=args.text_field):
             yield from document
 
 
@@ -135,6 +147,7 @@ def main(argv=None) -> dict:
     validate_numbers(args)
     if args.strip_accents is None:
         args.strip_accents = args.lower_case
+    args.text_field = args.text_field or corpus_lib.DEFAULT_TEXT_FIELD
     data_dir = args.data_dir or paths.default_data_dir()
     output_dir = args.output_dir or paths.pretrain_tfrecords_dir(data_dir)
 
@@ -147,16 +160,18 @@ def main(argv=None) -> dict:
         files = write_default_corpus(corpus_dir)
         args.corpus_format = "plain"
     else:
-        files = corpus_lib.resolve_corpus_files(args.corpus_dir)
+        files = corpus_lib.resolve_corpus_files(args.corpus_dir, args.corpus_format)
     if sum(p.stat().st_size for p in files) == 0:
         raise InputError(f"{files[0]}: the corpus files are empty; point --corpus-dir at text")
+    corpus_lib.check_corpus_files(files, args.corpus_format, args.text_field)  # before anything is deleted
 
     prepare_output_dir(output_dir, args.overwrite)
     tokenizer_spec = resolve_tokenizer(args, data_dir, files, embedded_corpus)
     tokenizer = tokenizer_spec.load()
     num_shards = args.num_shards or auto_num_shards(files, args.num_processes)
     settings = BuildSettings(output_dir=str(output_dir), tokenizer=tokenizer_spec, corpus_format=args.corpus_format,
-                             blanks_separate_docs=args.blanks_separate_docs, max_seq_length=args.max_seq_length,
+                             blanks_separate_docs=args.blanks_separate_docs, text_field=args.text_field,
+                             max_seq_length=args.max_seq_length,
                              num_processes=args.num_processes, num_shards=num_shards, seed=args.seed,
                              strict=args.strict)
     vocab_metadata = {

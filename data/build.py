@@ -2,9 +2,9 @@
 
 Process j packs the files assigned to it and owns shards i with i % P == j, as the original builder did,
 so the output depends only on the inputs, the seed and the process count. Unlike the original, files are
-balanced by size and large uncompressed files are cut at document boundaries, so one big file still
-keeps every process busy. Shards are written under temporary names and renamed when their process
-finishes; metadata.json, written last, marks the folder complete.
+balanced by size and large uncompressed files are cut at document boundaries (Parquet files between row
+groups), so one big file still keeps every process busy. Shards are written under temporary names and
+renamed when their process finishes; metadata.json, written last, marks the folder complete.
 """
 import dataclasses
 import math
@@ -27,7 +27,8 @@ TEXT_BYTES_PER_SHARD = 32 << 20
 PART_BYTES = 32 << 20  # large uncompressed files are cut at document boundaries into parts of this size
 MIN_AUTO_SHARDS = 8
 MAX_AUTO_SHARDS = 1024
-GZIP_TEXT_RATIO = 3  # typical compression of text, to size shards before reading
+GZIP_TEXT_RATIO = 3  # typical compression of text (.gz, .zst, Parquet), to size shards before reading
+COMPRESSED_SUFFIXES = corpus_lib.COMPRESSED_SUFFIXES + (".parquet",)
 # Counters each process publishes for the progress line: disk bytes, text bytes, examples.
 COUNTERS_PER_PROCESS = 3
 
@@ -54,6 +55,7 @@ class BuildSettings:
     tokenizer: TokenizerSpec
     corpus_format: str = "plain"
     blanks_separate_docs: bool = True
+    text_field: str = corpus_lib.DEFAULT_TEXT_FIELD  # jsonl and parquet: the field / column holding the text
     max_seq_length: int = 128
     num_processes: int = 1
     num_shards: int = 0  # 0: chosen from the corpus size
@@ -75,7 +77,8 @@ class PartResult:
 
 def auto_num_shards(files: Sequence[pathlib.Path], num_processes: int) -> int:
     """About 32 MB of text per shard, at least 8 (room for held-out shards and several readers)."""
-    text_bytes = sum(p.stat().st_size * (GZIP_TEXT_RATIO if p.name.endswith(".gz") else 1) for p in files)
+    text_bytes = sum(p.stat().st_size * (GZIP_TEXT_RATIO if p.name.endswith(COMPRESSED_SUFFIXES) else 1)
+                     for p in files)
     shards = min(MAX_AUTO_SHARDS, max(MIN_AUTO_SHARDS, math.ceil(text_bytes / TEXT_BYTES_PER_SHARD)))
     return math.ceil(shards / num_processes) * num_processes
 
@@ -132,8 +135,8 @@ def build_part(settings: BuildSettings, process_index: int, parts: Sequence[corp
         for part in parts:
             stats = corpus_lib.ReadStats()
             batch, batch_lines, batch_bytes = [], 0, 0
-            for document in corpus_lib.iter_documents(part, settings.corpus_format,
-                                                      settings.blanks_separate_docs, stats, settings.strict):
+            for document in corpus_lib.iter_documents(part, settings.corpus_format, settings.blanks_separate_docs,
+                                                      stats, settings.strict, settings.text_field):
                 batch.append(document)
                 batch_lines += len(document)
                 batch_bytes += sum(len(line) for line in document)
@@ -185,7 +188,7 @@ def build_dataset(settings: BuildSettings, files: Sequence[pathlib.Path], metada
         raise InputError(f"--num-shards {settings.num_shards} is fewer than --num-processes "
                          f"{settings.num_processes}; each process needs at least one shard")
     parts = assign_parts(corpus_lib.split_large_files(files, settings.corpus_format, settings.blanks_separate_docs,
-                                                      PART_BYTES), settings.num_processes)
+                                                      PART_BYTES, settings.text_field), settings.num_processes)
     total_disk = sum(p.stat().st_size for p in files)
     counters = multiprocessing.get_context("spawn").Array("d", COUNTERS_PER_PROCESS * settings.num_processes,
                                                           lock=False)
@@ -279,6 +282,7 @@ def _finish(settings: BuildSettings, output_dir: pathlib.Path, results: List[Par
         "num_processes": settings.num_processes,
         "corpus_format": settings.corpus_format,
         "blanks_separate_docs": settings.blanks_separate_docs,
+        **({"text_field": settings.text_field} if settings.corpus_format in corpus_lib.RECORD_FORMATS else {}),
         "counts": {
             "files": num_files,
             "documents": read.documents,

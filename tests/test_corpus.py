@@ -38,7 +38,7 @@ def test_resolve_errors_name_the_path(tmp_path, spec, fragment):
 
 def test_folder_without_text_files_is_an_error(tmp_path):
     write(tmp_path / "readme.md", "x")
-    with pytest.raises(InputError, match="no .txt or .gz files"):
+    with pytest.raises(InputError, match="no .txt, .gz or .zst files"):
         resolve_corpus_files([str(tmp_path)])
 
 
