@@ -264,14 +264,19 @@ def first_damaged_shard(files: Sequence[str]) -> Optional[Tuple[str, str]]:
 def naming_damaged_shards(files: Sequence[str], then: str = ""):
     """A DataLossError while reading `files` becomes one InputError naming the damaged shard and the fix.
 
-    `then` ends the line with what the user does after the rebuild. An error that no shard's checksums
-    explain (a failing disk, a transient read error) is raised unchanged.
+    With several workers only the one reading the damaged shard meets the DataLossError; it stops, and
+    the others see their collective aborted (UnavailableError, CancelledError or AbortedError) instead.
+    Those errors are checked against the shards too (every worker holds the whole list), so every worker
+    ends with the same line. `then` ends the line with what the user does after the rebuild. An error
+    that no shard's checksums explain (a failing disk, a peer that died for another reason) is raised
+    unchanged.
     """
     import tensorflow as tf
 
     try:
         yield
-    except tf.errors.DataLossError:
+    except (tf.errors.DataLossError, tf.errors.UnavailableError, tf.errors.CancelledError,
+            tf.errors.AbortedError):
         damaged = first_damaged_shard(files)
         if damaged is None:
             raise

@@ -110,4 +110,6 @@ def restore_by_path(model, checkpoint, what="model"):
     from training.checkpointing import restore_weights
 
     restore_weights(model, checkpoint, label=f"{what} checkpoint",
-                    fix="use the config.json saved with these weights")
+                    fix="use the config.json saved with these weights",
+                    use_other='write the line model_checkpoint_path: "{name}" into {folder}/checkpoint (the '
+                              "checkpoint it reads) and run the same command again")

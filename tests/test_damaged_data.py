@@ -168,3 +168,78 @@ def test_a_damaged_checkpoint_state_file_says_what_to_write_into_it(data_dir, ca
     (model_dir / "checkpoint").write_text('model_checkpoint_path: "ckpt-20"\n')
     assert run_pretraining.main(cli(data_dir, num_train_steps=20)) == 20
     assert f"Resuming from {model_dir / 'ckpt-20'} at step 20." in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("damage", ["truncated_data", "both_damaged"])
+def test_a_damaged_init_checkpoint_names_the_file_and_the_newest_complete_one(data_dir, capsys, damage):
+    """--init-checkpoint on a folder whose ckpt-20 data file was cut short ended in an IndexError traceback:
+    now one line naming that file and ckpt-10 (or that no checkpoint there is complete), exit 2; passing
+    ckpt-10 as the advice says starts the run from it."""
+    source = data_dir / "models" / "electra_tiny"
+    data_file = source / "ckpt-20.data-00000-of-00001"
+    truncate(data_file)
+    if damage == "both_damaged":
+        flip_middle(source / "ckpt-10.data-00000-of-00001")
+    before = folder_bytes(source)
+    argv = ["--model-name", "continued", "--data-dir", str(data_dir), "--hparams",
+            json.dumps({**FAST, "num_train_steps": 10})]
+    with pytest.raises(SystemExit) as exit_info:
+        run_pretraining.main(argv + ["--init-checkpoint", str(source)])
+    line = one_error_line(capsys, exit_info)
+    assert line.startswith(f"error: {data_file}: damaged (") and "Traceback" not in line
+    assert f"so --init-checkpoint {source / 'ckpt-20'} cannot be read; " in line
+    assert folder_bytes(source) == before
+    if damage == "both_damaged":
+        assert line.endswith(f"no complete checkpoint is in {source}: copy ckpt-20.* there again from where they came")
+        return
+    assert line.endswith(f"ckpt-10 is the newest complete checkpoint in {source}: pass --init-checkpoint "
+                         f"{source / 'ckpt-10'}")
+    assert run_pretraining.main(argv + ["--init-checkpoint", str(source / "ckpt-10")]) == 10
+    assert f"Starting from the weights of {source / 'ckpt-10'}" in capsys.readouterr().out
+
+
+def test_fine_tuning_a_damaged_model_folder_names_the_file_and_the_checkpoint_to_use(data_dir):
+    """The same restore reads a pretrained folder for fine-tuning: one InputError line, with the state file
+    line that makes the folder's complete ckpt-10 the one it reads."""
+    from common.errors import InputError
+    from finetune.pretrained import load_encoder, read_model_folder
+
+    source = data_dir / "models" / "electra_tiny"
+    truncate(source / "ckpt-20.data-00000-of-00001")
+    with pytest.raises(InputError) as error:
+        load_encoder(read_model_folder(source))
+    message = str(error.value)
+    assert len(message.splitlines()) == 1 and message.startswith(f"{source / 'ckpt-20.data-00000-of-00001'}: damaged (")
+    assert message.endswith(f'ckpt-10 is the newest complete checkpoint in {source}: write the line '
+                            f'model_checkpoint_path: "ckpt-10" into {source}/checkpoint (the checkpoint it reads) '
+                            'and run the same command again')
+    (source / "checkpoint").write_text('model_checkpoint_path: "ckpt-10"\n')
+    assert load_encoder(read_model_folder(source)).built
+
+
+@pytest.mark.parametrize("damaged", [True, False])
+def test_a_worker_whose_peer_stopped_on_a_damaged_shard_names_it_too(data_dir, capsys, monkeypatch, damaged):
+    """With several workers only the one reading the damaged shard meets the DataLossError (and stops with
+    the line above); the others see their collective aborted: measured with two MultiWorkerMirroredStrategy
+    workers on localhost, an UnavailableError ("Collective ops is aborted by: ... The tasks have crashed"),
+    a traceback and exit 1. That error is raised here in the training step, as a peer's exit raises it:
+    with a damaged shard the worker prints the same one line, exit 2; without one it is re-raised (a peer
+    that stopped for another reason)."""
+    import tensorflow as tf
+
+    from training.step import PretrainingSteps
+
+    def aborted(self, *args, **kwargs):
+        raise tf.errors.UnavailableError(None, None, "Collective ops is aborted by: Error reported from "
+                                                     "/job:worker/task:1: The tasks have crashed.")
+    monkeypatch.setattr(PretrainingSteps, "train", aborted)
+    if not damaged:
+        with pytest.raises(tf.errors.UnavailableError):
+            run_pretraining.main(cli(data_dir, num_train_steps=30))
+        return
+    flip_middle(data_dir / "pretrain_tfrecords" / SHARD_1)
+    with pytest.raises(SystemExit) as exit_info:
+        run_pretraining.main(cli(data_dir, num_train_steps=30))
+    line = one_error_line(capsys, exit_info)
+    assert line.startswith(f"error: {data_dir / 'pretrain_tfrecords' / SHARD_1}: damaged (corrupted record at ")
+    assert "build_pretraining_dataset.py command and --overwrite" in line

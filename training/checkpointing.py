@@ -8,9 +8,11 @@ folder that is deleted.
 
 A checkpoint damaged after it was listed (a truncated copy, flipped bytes) fails its restore; the run
 then names the file and the older complete checkpoint to resume from (`explaining_damage`, around the
-restore).
+restore). A damaged checkpoint read only for its weights (--init-checkpoint, a folder to fine-tune or
+export) names the file and the newest complete checkpoint beside it (`restore_weights`).
 """
 import contextlib
+import functools
 import logging
 import pathlib
 import shutil
@@ -78,16 +80,24 @@ class Checkpoints:
             shutil.rmtree(self.scratch, ignore_errors=True)
 
 
-def restore_weights(model, path, label="--init-checkpoint", fix="use the same model size and vocabulary"):
+def restore_weights(model, path, label="--init-checkpoint", fix="use the same model size and vocabulary",
+                    use_other="pass --init-checkpoint {prefix}"):
     """Model weights only (a fresh optimizer): the checkpoint's model must match this one's variables.
 
     A shape mismatch fails inside restore(), a missing weight in the assertion: both become one line.
-    `label` names the source in that line, `fix` says what to do.
+    `label` names the source in that line, `fix` says what to do. A damaged file (a truncated copy)
+    becomes one line naming it and the newest complete checkpoint beside it, with `use_other` (formatted
+    with its `prefix`, `name` and `folder`) saying how to use that one (damaged_source_error); None
+    where the caller explains damage itself (a run resuming from its own folder: explaining_damage).
     """
+    folder = pathlib.Path(path).parent
+    damage = (contextlib.nullcontext() if use_other is None else
+              explaining_damage(folder, path, error=functools.partial(damaged_source_error, path, label, use_other)))
     try:
-        status = tf.train.Checkpoint(model=model_trackable(model)).restore(path)
-        status.expect_partial()  # the optimizer and counters are not wanted here
-        status.assert_existing_objects_matched()
+        with damage:
+            status = tf.train.Checkpoint(model=model_trackable(model)).restore(path)
+            status.expect_partial()  # the optimizer and counters are not wanted here
+            status.assert_existing_objects_matched()
     except (AssertionError, ValueError) as error:
         raise InputError(f"{label} {path}: its weights do not match this model ({str(error)[:200]}); "
                          f"{fix}") from None
@@ -122,12 +132,19 @@ def read_state(model_dir):
     return state
 
 
+def newest_complete_checkpoint(folder, skip=None):
+    """The newest checkpoint prefix in `folder` (by N of its ckpt-N.index) that reads back whole, other than
+    `skip`, whether or not the state file lists it; None when there is none."""
+    indexes = pathlib.Path(folder).glob(f"{CHECKPOINT_NAME}-*.index")
+    on_disk = sorted((str(index.with_suffix("")) for index in indexes), key=checkpoint_step, reverse=True)
+    skip = None if skip is None else str(pathlib.Path(skip))
+    return next((prefix for prefix in on_disk if prefix != skip and checkpoint_problem(prefix) is None), None)
+
+
 def damaged_state_error(model_dir):
     """Says which checkpoint on disk to name in a rewritten state file (the newest that reads back whole)."""
     state_file = pathlib.Path(model_dir) / STATE_FILE
-    indexes = pathlib.Path(model_dir).glob(f"{CHECKPOINT_NAME}-*.index")
-    on_disk = sorted((str(index.with_suffix("")) for index in indexes), key=checkpoint_step, reverse=True)
-    complete = next((prefix for prefix in on_disk if checkpoint_problem(prefix) is None), None)
+    complete = newest_complete_checkpoint(model_dir)
     if complete is None:
         way_on = f"no complete checkpoint is in the folder: delete {state_file} to start over from step 0"
     else:
@@ -191,13 +208,13 @@ def checkpoint_problem(path):
 
 
 @contextlib.contextmanager
-def explaining_damage(model_dir, path):
+def explaining_damage(model_dir, path, error=None):
     """A failed read of checkpoint `path` becomes one InputError naming the damaged file and the way on.
 
-    The way on is the newest older listed checkpoint that reads back whole: moving the newer
-    checkpoints' files out of the folder makes `latest_checkpoint` resume from it. Without one, the
-    same move starts the run over. An error the checkpoint's own bytes do not explain is raised as it
-    was. Nothing in the folder is changed.
+    The way on (`error(file, reason)`, by default damaged_checkpoint_error for a run's own folder) is the
+    newest older listed checkpoint that reads back whole: moving the newer checkpoints' files out of the
+    folder makes `latest_checkpoint` resume from it. Without one, the same move starts the run over. An
+    error the checkpoint's own bytes do not explain is raised as it was. Nothing in the folder is changed.
     """
     try:
         yield
@@ -206,7 +223,9 @@ def explaining_damage(model_dir, path):
         if problem is None:
             raise
         _quiet_failed_restore()
-        raise damaged_checkpoint_error(model_dir, path, *problem) from None
+        if error is None:
+            error = functools.partial(damaged_checkpoint_error, model_dir, path)
+        raise error(*problem) from None
 
 
 def damaged_checkpoint_error(model_dir, path, file, reason):
@@ -222,6 +241,22 @@ def damaged_checkpoint_error(model_dir, path, file, reason):
         way_on = f"no older complete checkpoint is listed: {move} to start over from step 0"
     return InputError(f"{file}: damaged ({reason}), so the run cannot resume from {pathlib.Path(path).name}; "
                       f"{way_on}")
+
+
+def damaged_source_error(path, label, use_other, file, reason):
+    """One line for a damaged checkpoint read only for its weights (--init-checkpoint, a model folder to
+    fine-tune or export): the damaged file, and the newest complete checkpoint in its folder with how to
+    use it (`use_other`, formatted with its prefix, name and folder), or that there is none."""
+    folder = pathlib.Path(path).parent
+    other = newest_complete_checkpoint(folder, skip=path)
+    if other is None:
+        way_on = (f"no complete checkpoint is in {folder}: copy {pathlib.Path(path).name}.* there again from where "
+                  "they came")
+    else:
+        name = pathlib.Path(other).name
+        way_on = (f"{name} is the newest complete checkpoint in {folder}: "
+                  + use_other.format(prefix=other, name=name, folder=folder))
+    return InputError(f"{file}: damaged ({reason}), so {label} {path} cannot be read; {way_on}")
 
 
 # What TensorFlow logs when the objects of a restore that failed half-way are freed (at exit): noise

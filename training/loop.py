@@ -195,7 +195,7 @@ class Run:
         with checkpointing.explaining_damage(self.model_dir, latest):
             if checkpointing.holds_optimizer_state(latest):
                 return checkpoints.restore_latest()
-            checkpointing.restore_weights(pretrainer, latest, label="model folder checkpoint")
+            checkpointing.restore_weights(pretrainer, latest, label="model folder checkpoint", use_other=None)
         self.reporter.print(f"{latest} holds weights only (an imported model): training starts from them "
                             "with a fresh optimizer at step 0.")
         return None

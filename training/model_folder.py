@@ -172,7 +172,8 @@ def load_model_folder(path, flag="--model-dir"):
     vocab_file = require_vocab(folder)
     pretrainer = build_pretrainer(config)
     restore_weights(pretrainer, prefix, label="checkpoint",
-                    fix=f"pass the folder the checkpoint was trained in (its config is {folder / CONFIG_FILE})")
+                    fix=f"pass the folder the checkpoint was trained in (its config is {folder / CONFIG_FILE})",
+                    use_other=f"pass {flag} {{prefix}}")
     return ModelFolder(config, pretrainer, vocab_file, prefix, checkpoint_step(prefix))
 
 
