@@ -10,9 +10,10 @@ Writes <data-dir>/pretrain_tfrecords/ (shards + metadata.json). With no vocabula
 <data-dir>/vocab.txt, learning one from the corpus first if there is none.
 """
 import argparse
-import os
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # before TensorFlow is imported anywhere
+from common.quiet import quiet_tensorflow
+
+quiet_tensorflow()  # before TensorFlow is imported anywhere: hides its start-up lines
 
 import pathlib
 import sys

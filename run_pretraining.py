@@ -15,7 +15,9 @@ import argparse
 import os
 import sys
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # before TensorFlow is imported anywhere
+from common.quiet import quiet_tensorflow
+
+quiet_tensorflow()  # before TensorFlow is imported anywhere: hides its start-up lines
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
 import pathlib

@@ -24,7 +24,9 @@ import json
 import os
 import sys
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+from common.quiet import quiet_tensorflow
+
+quiet_tensorflow()  # before TensorFlow is imported anywhere: hides its start-up lines
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
 import pathlib

@@ -1,1 +1,2 @@
-"""What every layer of the project shares: the bad-input error and atomic writes (no TensorFlow, no Keras)."""
+"""What every layer of the project shares: the bad-input error, atomic writes and the quiet start (no TensorFlow,
+no Keras)."""

@@ -18,6 +18,7 @@ from typing import Dict, List, Optional, Sequence
 from data import corpus as corpus_lib
 from data import tfrecords
 from common.errors import InputError
+from common.quiet import quiet_tensorflow
 from data.examples import ExampleBuilder
 from data.progress import ProgressLine
 
@@ -170,7 +171,7 @@ _worker_counters = None
 
 
 def _init_worker(counters):
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    quiet_tensorflow()  # each worker imports TensorFlow itself
     os.environ["TF_NUM_INTRAOP_THREADS"] = "1"  # one core per process: P processes scale on P cores
     os.environ["TF_NUM_INTEROP_THREADS"] = "1"
     global _worker_counters

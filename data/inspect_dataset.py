@@ -3,10 +3,11 @@
     python -m data.inspect_dataset [DATASET_DIR]      # default <data-dir>/pretrain_tfrecords
 """
 import argparse
-import os
 import pathlib
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+from common.quiet import quiet_tensorflow
+
+quiet_tensorflow()  # before TensorFlow is imported anywhere: hides its start-up lines
 
 from data import paths, tfrecords  # noqa: E402
 from common.errors import InputError, exit_on_input_error  # noqa: E402

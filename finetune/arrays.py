@@ -29,8 +29,11 @@ import numpy as np
 
 from common import atomic
 from common.errors import InputError, exit_on_input_error
-from finetune.registry import get_task
-from finetune.tasks import SPAN, Example
+from common.quiet import quiet_tensorflow
+
+quiet_tensorflow()  # before TensorFlow is imported anywhere: hides its start-up lines
+from finetune.registry import get_task  # noqa: E402
+from finetune.tasks import SPAN, Example  # noqa: E402
 
 INDEX_FILE = "tasks.json"
 FORMAT_VERSION = 1

@@ -26,7 +26,9 @@ import re
 import shutil
 import sys
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # before TensorFlow is imported anywhere
+from common.quiet import quiet_tensorflow
+
+quiet_tensorflow()  # before TensorFlow is imported anywhere: hides its start-up lines
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
 import numpy as np  # noqa: E402

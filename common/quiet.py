@@ -1,0 +1,146 @@
+"""Hides TensorFlow's start-up lines, so that the first line a user reads is ours.
+
+Importing TensorFlow prints lines before its own TF_CPP_MIN_LOG_LEVEL takes effect (absl's "All log
+messages before absl::InitializeLog() is called…" notice, the oneDNN notice, the CUDA probe), and a
+machine without a GPU later logs a cuInit error. Every command calls quiet_tensorflow() before TensorFlow
+is imported: it sets TF_CPP_MIN_LOG_LEVEL=3 unless the user has set a TensorFlow logging variable (theirs
+wins), and while `import tensorflow` runs it passes stderr through a filter that drops TensorFlow's log
+lines below that level, as TensorFlow itself does after start-up. Every other line passes: Python's
+warnings and tracebacks, our own output, a fatal (F) line. The filter is a small child process (this
+file run as a script, standard library only), so a crash inside the import still shows its last lines.
+"""
+import importlib.abc
+import importlib.util
+import os
+import re
+import subprocess
+import sys
+
+LOG_LEVEL = "TF_CPP_MIN_LOG_LEVEL"
+LOG_VARIABLES = (LOG_LEVEL, "TF_CPP_MAX_VLOG_LEVEL", "TF_CPP_VMODULE")
+DEFAULT_LEVEL = 3  # hides INFO, WARNING and ERROR lines (the cuInit error is an ERROR line)
+SEVERITIES = "IWEF"  # absl's and TensorFlow's order: level N drops the severities before index N
+# absl's and TensorFlow's C++ log line: "I0000 00:00:1795669493.175722    4781 port.cc:153] message"
+_LOG_LINE = re.compile(rb"^([IWEF])\d{4} [\d:.]+ +\d+ [^\]\s]+\] ")
+_ABSL_NOTICE = b"WARNING: All log messages before absl::InitializeLog() is called are written to STDERR"
+_WAIT_FOR_FILTER_S = 5.0
+
+
+def quiet_tensorflow() -> None:
+    """Call before TensorFlow is imported (a command's first lines). Does nothing if TensorFlow is
+    already imported, or if the user's logging variables ask for every line."""
+    if not any(name in os.environ for name in LOG_VARIABLES):
+        os.environ[LOG_LEVEL] = str(DEFAULT_LEVEL)
+    level = min_log_level()
+    if level == 0 or "tensorflow" in sys.modules or any(isinstance(f, _QuietImport) for f in sys.meta_path):
+        return
+    sys.meta_path.insert(0, _QuietImport(level))
+
+
+def min_log_level() -> int:
+    """TF_CPP_MIN_LOG_LEVEL as TensorFlow reads it (unset or not a number: 0, show everything)."""
+    try:
+        return max(0, int(os.environ.get(LOG_LEVEL, "0")))
+    except ValueError:
+        return 0
+
+
+def filter_log_lines(lines, level: int):
+    """Yields the lines (bytes) to show: TensorFlow's log lines of a severity below `level` are dropped,
+    and absl's notice about early messages is shown only before a log line that is shown."""
+    held = []
+    for line in lines:
+        match = _LOG_LINE.match(line)
+        if match:
+            if SEVERITIES.index(match.group(1).decode()) >= level:
+                yield from held
+                held = []
+                yield line
+        elif line.rstrip(b"\r\n") == _ABSL_NOTICE:
+            held = [line]
+        else:
+            yield line
+
+
+class _QuietImport(importlib.abc.MetaPathFinder):
+    """Finds `tensorflow` (the real finders find it; this wraps its loader) so that its import runs with
+    stderr filtered. A lookup without an import (find_spec to test whether it is installed) changes
+    nothing; the import itself removes this finder."""
+
+    def __init__(self, level: int):
+        self.level = level
+        self._finding = False
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "tensorflow" or self._finding:
+            return None
+        self._finding = True  # the lookup below asks every finder again, this one included
+        try:
+            spec = importlib.util.find_spec(name)
+        finally:
+            self._finding = False
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return spec
+        spec.loader = _FilteredLoader(spec.loader, self)
+        return spec
+
+
+class _FilteredLoader(importlib.abc.Loader):
+    def __init__(self, loader, finder: _QuietImport):
+        self.loader, self.finder = loader, finder
+
+    def create_module(self, spec):
+        return self.loader.create_module(spec)
+
+    def exec_module(self, module):
+        module.__loader__ = module.__spec__.loader = self.loader  # TensorFlow sees its own loader
+        if self.finder in sys.meta_path:
+            sys.meta_path.remove(self.finder)
+        filter_process = _start_filter(self.finder.level)
+        try:
+            self.loader.exec_module(module)
+        finally:
+            if filter_process is not None:
+                _stop_filter(*filter_process)
+
+
+def _start_filter(level: int):
+    """Points fd 2 at a filter process that writes to the real stderr; None if that cannot be done."""
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError, AttributeError):
+        return None
+    try:
+        process = subprocess.Popen([sys.executable, "-I", "-S", os.path.abspath(__file__), str(level)],
+                                   stdin=subprocess.PIPE, stdout=saved, stderr=saved)
+        os.dup2(process.stdin.fileno(), 2)
+    except (OSError, ValueError, subprocess.SubprocessError):
+        os.close(saved)
+        return None
+    return process, saved
+
+
+def _stop_filter(process, saved: int) -> None:
+    try:
+        sys.stderr.flush()
+    except (OSError, ValueError, AttributeError):
+        pass
+    os.dup2(saved, 2)
+    os.close(saved)
+    process.stdin.close()  # the filter sees the end of its input, writes what is left and exits
+    try:
+        process.wait(_WAIT_FOR_FILTER_S)
+    except subprocess.TimeoutExpired:  # something started during the import still holds the pipe
+        pass
+
+
+def _run_filter(level: int) -> None:
+    for line in filter_log_lines(sys.stdin.buffer, level):
+        sys.stdout.buffer.write(line)
+        sys.stdout.buffer.flush()
+
+
+if __name__ == "__main__":  # the filter process: stdin is what the import wrote to stderr
+    _run_filter(int(sys.argv[1]))
