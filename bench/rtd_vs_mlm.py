@@ -50,7 +50,8 @@ from bench.study.stages import (REPO, budget_folder, build_dataset, control_fold
                                 pretrain, ready_budgets)
 from common.errors import InputError, exit_on_input_error
 from finetune.registry import get_task
-from training import model_folder
+
+DEFAULT_ELECTRA_STEPS = 1500
 
 
 @exit_on_input_error
@@ -60,7 +61,8 @@ def main(argv=None):
                         "for the accelerator's stages --device-size, --device-finetune and --device-collect)")
     parser.add_argument("--shared-data", type=pathlib.Path,
                         default=pathlib.Path(os.environ.get("ELECTRA_SHARED_DATA", REPO.parent / "shared" / "data")))
-    parser.add_argument("--electra-steps", type=int, default=1500, help="the ELECTRA run's steps (batch 64)")
+    parser.add_argument("--electra-steps", type=int, default=None, help="the ELECTRA run's steps (default 1500; "
+                        "with --device-results, the steps the accelerator sized, from OUT/plan.json)")
     parser.add_argument("--budgets", type=int, default=3, help="evenly spaced checkpoints per run")
     parser.add_argument("--extra-budgets", default="",
                         help="more budgets, as ELECTRA steps separated by commas (e.g. 500: a point below the "
@@ -95,10 +97,14 @@ def main(argv=None):
     accelerator.add_argument("--device-collect", type=pathlib.Path, default=None, metavar="EXPORT",
                              help="copy what comes back (at most 8 files) into --out")
     accelerator.add_argument("--minutes", type=float, default=None,
-                             help="--device-size: the pretraining time of both arms (default 17, two pieces); "
-                                  "--device-finetune: this piece's limit (default 8.5); --device-export: the "
-                                  "pretraining minutes its printed commands plan for")
+                             help="--device-size (the 30-minute plan): the pretraining time of both arms "
+                                  "(default 17, two pieces); --device-finetune: this call's limit (default 8.5)")
     accelerator.add_argument("--out", type=pathlib.Path, default=None, help="--device-collect: where to copy")
+    accelerator.add_argument("--part", choices=("pretraining", "finetuning"), default="pretraining",
+                             help="--device-collect: what the call that ends with it did (what comes back)")
+    parser.add_argument("--call-minutes", default=None,
+                        help="--device-export: the two device calls' minutes, e.g. 9,3 (the default: the "
+                             "15-minute plan of docs/jax_gpu.md)")
     args = parser.parse_args(argv)
     if args.device_size or args.device_finetune or args.device_collect:
         from bench.study import device
@@ -110,7 +116,7 @@ def main(argv=None):
         else:
             if args.out is None:
                 raise InputError("--device-collect: give --out (on the accelerator, $OUT)")
-            device.collect_from_device(args.device_collect, args.out)
+            device.collect_from_device(args.device_collect, args.out, args.part)
         return
     if args.work_dir is None:
         raise InputError("--work-dir: required (the study's folder, e.g. runs/rtd_vs_mlm)")
@@ -121,6 +127,9 @@ def main(argv=None):
         extra_budgets = [int(step) for step in args.extra_budgets.split(",") if step.strip()]
     except ValueError:
         raise InputError(f"--extra-budgets {args.extra_budgets!r}: give ELECTRA steps separated by commas, e.g. 500")
+    if args.device_results:
+        args.electra_steps = sized_electra_steps(args.device_results, args.electra_steps)
+    args.electra_steps = args.electra_steps or DEFAULT_ELECTRA_STEPS
     if any(not 0 < step < args.electra_steps for step in extra_budgets):
         raise InputError(f"--extra-budgets {args.extra_budgets}: each must be between 1 and --electra-steps - 1 "
                          f"({args.electra_steps - 1})")
@@ -151,7 +160,8 @@ def main(argv=None):
     if args.device_export:
         from bench.study.device import export_for_device
 
-        export_for_device(plan, args.device_export.resolve(), minutes=args.minutes, shown_as=args.device_export)
+        export_for_device(plan, args.device_export.resolve(), minutes=call_minutes(args.call_minutes),
+                          shown_as=args.device_export)
         return
     if args.pretrain_only:
         pretrain(plan, args.pretrain_only)
@@ -163,19 +173,17 @@ def main(argv=None):
         for arm in ARMS:
             import_device_run(plan, arm, args.device_results.resolve())
         import_device_finetuning(plan, args.device_results.resolve())
-    else:
-        for arm in ARMS:
-            pretrain(plan, arm)
+        write_summary(plan)  # what came back, as it is: fine-tuning at this size is the accelerator's work
+        log(f"imported: {plan.work_dir / 'summary.md'}")
+        return
+    for arm in ARMS:
+        pretrain(plan, arm)
     for budget in range(len(plan.checkpoint_steps("electra"))):
         for arm in ARMS:
             step = plan.checkpoint_steps(arm)[budget]
             folder = plan.data_dir / "models" / f"{arm}_step{step}"
             if all(finetuned(folder, task) for task in plan.tasks):
                 continue  # fine-tuned already (here, or on the accelerator)
-            if args.device_results and not model_folder.is_complete(folder):
-                log(f"{arm} step {step}: no weights came back and no results; its fine-tuning is left to the "
-                    "accelerator (--device-finetune)")
-                continue
             folder = budget_folder(plan, arm, step)
             for task in plan.tasks:
                 finetune(plan, folder, task, arm)
@@ -185,6 +193,33 @@ def main(argv=None):
         write_summary(plan)
     write_summary(plan)
     log(f"done: {plan.work_dir / 'summary.md'}")
+
+
+def call_minutes(text):
+    """--call-minutes "9,3" → (9.0, 3.0); None → the default plan."""
+    if text is None:
+        return None
+    try:
+        minutes = tuple(float(part) for part in text.split(","))
+    except ValueError:
+        minutes = ()
+    if len(minutes) != 2 or min(minutes) <= 0:
+        raise InputError(f"--call-minutes {text!r}: give the two calls' minutes, e.g. 9,3")
+    return minutes
+
+
+def sized_electra_steps(results_dir, given):
+    """The ELECTRA steps the accelerator sized (its plan.json), checked against --electra-steps if given."""
+    from bench.study.device import PLAN_FILE
+
+    path = pathlib.Path(results_dir) / PLAN_FILE
+    if not path.is_file():
+        return given
+    sized = (json.loads(path.read_text())["arms"]["electra"].get("sized") or {}).get("num_train_steps")
+    if sized and given and given != sized:
+        raise InputError(f"--electra-steps {given}: {path} says the accelerator sized the run to {sized}; give "
+                         f"{sized} or leave the flag out")
+    return sized or given
 
 
 if __name__ == "__main__":

@@ -164,13 +164,14 @@ class TrialRunner:
         return self.results_dir / f"{task.file_stem}_results.json"
 
     def finished_trials(self):
-        """{task: trials} of this run's results files when all of them were written by the same config and
-        tasks and hold the same number of trials; None otherwise (the run starts over)."""
+        """{task: trials} of this run's results files when all of them were written by the same config (but
+        for the number of trials: a rerun with more seeds continues after the trials done, seeds seed, seed+1,
+        … being the same) and tasks and hold the same number of trials; None otherwise (the run starts over)."""
         found = {}
         for data in self.task_data:
             path = self.results_path(data.task)
             result = json.loads(path.read_text()) if path.is_file() else None
-            if (result is None or result.get("config") != self.config.to_dict()
+            if (result is None or not same_but_trials(result.get("config"), self.config.to_dict())
                     or result.get("tasks_trained_together") != [d.task.name for d in self.task_data]):
                 return None
             found[data.task.name] = result["trials"]
@@ -192,6 +193,12 @@ class TrialRunner:
                        "trials_done": len(trials), "trials_requested": self.config.num_trials,
                        "complete": complete, "majority_baseline": data.baseline, "trials": trials,
                        "summary": summary}, path)
+
+
+def same_but_trials(saved, current):
+    """Two configs' dicts equal but for num_trials (and trials beyond the saved ones are run on top)."""
+    return saved is not None and ({**saved, "num_trials": None} == {**current, "num_trials": None}
+                                  and saved["num_trials"] <= current["num_trials"])
 
 
 def results_table(all_trials, task_data) -> str:

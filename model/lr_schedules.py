@@ -26,6 +26,14 @@ class WarmupDecaySchedule(keras.optimizers.schedules.LearningRateSchedule):
         self.num_warmup_steps = int(num_warmup_steps)
         self.power = float(power)
 
+    def __call__(self, step):
+        return self.rate(step, float(self.num_train_steps), float(self.num_warmup_steps))
+
+    def rate(self, step, num_train_steps, num_warmup_steps):
+        """The rate at `step` for T and W given as numbers or tensors: one formula for the config's own
+        T and W and for a JAX run that sets them after compiling (training_jax.step.SizedSchedule)."""
+        raise NotImplementedError
+
     def get_config(self):
         return {
             "learning_rate": self.learning_rate,
@@ -43,13 +51,12 @@ class JointWarmupDecay(WarmupDecaySchedule):
     (lr · (1 − W/T) at the end of warmup). Step 0 gives 0, as in the original. warmup 0 = no warmup.
     """
 
-    def __call__(self, step):
+    def rate(self, step, num_train_steps, num_warmup_steps):
         step = ops.cast(step, "float32")
-        done = ops.minimum(step, float(self.num_train_steps)) / float(self.num_train_steps)
+        done = ops.minimum(step, num_train_steps) / num_train_steps
         lr = self.learning_rate * ops.power(1.0 - done, self.power)
-        if self.num_warmup_steps:
-            lr = lr * ops.minimum(1.0, step / float(self.num_warmup_steps))
-        return lr
+        # warmup 0: no warmup (the where, not an if, so that W may be a traced value)
+        return lr * ops.where(num_warmup_steps > 0, ops.minimum(1.0, step / ops.maximum(num_warmup_steps, 1.0)), 1.0)
 
 
 @keras.saving.register_keras_serializable(package=SERIALIZATION_PACKAGE)
@@ -67,16 +74,12 @@ class WarmupThenDecay(WarmupDecaySchedule):
                 f"({num_train_steps}) for the warmup_then_decay schedule."
             )
 
-    def __call__(self, step):
+    def rate(self, step, num_train_steps, num_warmup_steps):
         step = ops.cast(step, "float32")
-        warmup = float(self.num_warmup_steps)
-        decay_steps = float(self.num_train_steps - self.num_warmup_steps)
-        done = ops.clip((step - warmup) / decay_steps, 0.0, 1.0)
+        done = ops.clip((step - num_warmup_steps) / (num_train_steps - num_warmup_steps), 0.0, 1.0)
         decayed = self.learning_rate * ops.power(1.0 - done, self.power)
-        if not self.num_warmup_steps:
-            return decayed
-        warming = self.learning_rate * step / warmup
-        return ops.where(step < warmup, warming, decayed)
+        warming = self.learning_rate * step / ops.maximum(num_warmup_steps, 1.0)
+        return ops.where(step < num_warmup_steps, warming, decayed)
 
 
 SCHEDULES = {"joint": JointWarmupDecay, "warmup_then_decay": WarmupThenDecay}

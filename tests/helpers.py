@@ -74,3 +74,116 @@ def run_script_under_jax(script, repo_root, timeout=300):
     lines = [line for line in completed.stdout.splitlines() if line.startswith("RESULTS")]
     assert completed.returncode == 0 and lines, completed.stderr[-3000:]
     return json.loads(lines[-1][len("RESULTS"):])
+
+
+# ---------------------------------------------------------------- the accelerator's Python, emulated here
+# The distributions of the GPU machines' image ('cuda'), as /work/.library/device/KINDS.md listed them on
+# 2026-11-17: a command meant for that machine runs here with only these (and the wheels it installs).
+ACCELERATOR_IMAGE = set("""
+absl-py accelerate aiofiles aiohappyeyeballs aiohttp aiosignal annotated-doc anyio attrs botorch build certifi
+charset-normalizer chex click cloudpickle cmake colorama contourpy coverage cuda-bindings cuda-core cuda-pathfinder
+cuda-toolkit cupy-cuda13x cycler cython diffrax e3nn einops equinox etils execnet filelock flatbuffers flax
+fonttools formulaic frozenlist fsspec gpytorch grpcio h11 h5py hf-xet httpcore httpx huggingface-hub humanize
+hypothesis idna imageio iniconfig interface-meta jax jax-cuda13-pjrt jax-cuda13-plugin jaxlib jaxtyping jinja2
+joblib kiwisolver lazy-loader lightning lightning-utilities linear-operator lineax llvmlite lxml markdown
+markdown-it-py markupsafe matplotlib mdurl meson ml-dtypes mpi4py mpmath msgpack multidict multipledispatch
+mypy-extensions nanobind narwhals networkx ninja numba numba-cuda numpy numpyro nvidia-ml-py onnx onnx-ir
+onnxruntime onnxscript opencv-python-headless optax opt-einsum opt-einsum-fx optimistix orbax-checkpoint packaging
+pandas pathspec patsy peft pillow pip pluggy portalocker prometheus-client propcache protobuf psutil pyarrow
+pybind11 py-cpuinfo pygments pyparsing pyproject-hooks pyre-extensions pytest pytest-benchmark pytest-cov
+pytest-mock pytest-timeout pytest-xdist python-dateutil pytorch-lightning pyyaml regex requests rich sacrebleu
+safetensors scikit-build-core scikit-image scikit-learn scipy seaborn sentencepiece sentence-transformers
+setuptools shellingham simplejson six sortedcontainers statsmodels sympy tabulate tensorboard
+tensorboard-data-server tensorstore threadpoolctl tifffile tiktoken timm tokenizers toolz torch torchaudio
+torchdiffeq torch-geometric torchmetrics torchvision tqdm transformers treescope triton typer typing-extensions
+typing-inspect urllib3 uvloop wadler-lindig werkzeug wheel wrapt xarray xxhash yarl zipp
+""".split())
+
+ACCELERATOR_PYTHON = '''#!{python}
+"""python3 as on the accelerator: a distribution of this virtualenv that the image lacks cannot be imported
+(it has to come from the wheels on PYTHONPATH), and TensorFlow is not there."""
+import importlib.abc, importlib.machinery, importlib.metadata, os, re, runpy, sys
+
+SITE = {site!r}
+IMAGE = {image!r}
+owners = importlib.metadata.packages_distributions()
+
+
+def in_image(name):
+    return any(re.sub(r"[-_.]+", "-", d).lower() in IMAGE for d in owners.get(name, []))
+
+
+class AcceleratorImage(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if "." in name:
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(name, sys.path)
+        if spec and (spec.origin or "").startswith(SITE) and not in_image(name):
+            raise ModuleNotFoundError(f"No module named {{name!r}} (not in the accelerator's image)", name=name)
+        return None
+
+
+sys.meta_path.insert(0, AcceleratorImage())
+sys.executable = __file__  # the processes it starts are the accelerator's python3 too
+if sys.argv[1:2] != ["-m"]:
+    sys.exit("this stand-in runs python3 -m MODULE only")
+module, sys.argv = sys.argv[2], [sys.argv[2], *sys.argv[3:]]
+sys.path.insert(0, os.getcwd())
+runpy.run_module(module, run_name="__main__", alter_sys=True)
+'''
+
+
+def accelerator_python(folder):
+    """A folder whose `python3` stands in for the accelerator's (put it first on PATH)."""
+    import sysconfig
+
+    folder = pathlib.Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    shim = folder / "python3"
+    shim.write_text(ACCELERATOR_PYTHON.format(python=sys.executable, site=sysconfig.get_paths()["purelib"],
+                                              image=sorted(ACCELERATOR_IMAGE)))
+    shim.chmod(0o755)
+    return folder
+
+
+def repack_wheels(requirements, folder):
+    """NAME==VERSION wheels rebuilt from this virtualenv's installed files (no download): what the export's
+    `pip download` would fetch for the accelerator, for this machine's Python."""
+    import importlib.metadata
+    import zipfile
+
+    folder = pathlib.Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    for requirement in requirements:
+        name, version = requirement.split("==")
+        distribution = importlib.metadata.distribution(name)
+        assert distribution.version == version, (requirement, distribution.version)
+        with zipfile.ZipFile(folder / f"{name}-{version}-py3-none-any.whl", "w") as wheel:
+            for file in distribution.files:
+                if not str(file).startswith("..") and "__pycache__" not in str(file):
+                    wheel.write(distribution.locate_file(file), str(file))
+    return folder
+
+
+def repository_mirror(repo_root, folder):
+    """A folder that is a repository root to commands run in it: the repository's packages and scripts as
+    links (what a device call's copy of the working tree holds), so that a test may add ignored folders
+    (.whl, an export) beside them without touching the checkout."""
+    repo_root, folder = pathlib.Path(repo_root), pathlib.Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    for entry in repo_root.iterdir():
+        if (entry.is_dir() and (entry / "__init__.py").is_file()) or entry.suffix == ".py":
+            (folder / entry.name).symlink_to(entry)
+    return folder
+
+
+def run_device_line(line, repo, out, python_dir, timeout):
+    """Runs one device call's shell line as the device tool would (bash, in the repository's root, $OUT set)
+    with the accelerator's python3; returns (exit status, output)."""
+    env = {key: value for key, value in os.environ.items() if key not in ("PYTHONPATH", "KERAS_BACKEND")}
+    env.update(PATH=f"{python_dir}{os.pathsep}{env['PATH']}", OUT=str(out), JAX_PLATFORMS="cpu",
+               JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0")
+    pathlib.Path(out).mkdir(parents=True, exist_ok=True)
+    completed = subprocess.run(["bash", "-c", line], cwd=repo, env=env, capture_output=True, text=True,
+                               timeout=timeout)
+    return completed.returncode, completed.stdout + completed.stderr

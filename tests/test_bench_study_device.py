@@ -1,18 +1,20 @@
 """bench/study/device.py: the study's work moved to an accelerator without TensorFlow and back."""
 import json
-import textwrap
+import shutil
 
 import pytest
 
 from bench import rtd_vs_mlm
-from bench.study import plan as study_plan, report, stages
+from bench.study import plan as study_plan, stages
 from bench.study import device
 from tests.test_bench_rtd_vs_mlm import plan_in
 
 
-def export_tiny_study(tmp_path, electra_steps=6, budgets=2, finetune_tasks=False, **changes):
+def export_tiny_study(tmp_path, electra_steps=6, budgets=2, finetune_tasks=False, export=None, minutes=None,
+                      **changes):
     """A study of a 1-layer micro model (it compiles fastest under JAX) on a tiny dataset, exported for the
-    device: (plan, export folder). With finetune_tasks, an RTE-format fixture is exported too."""
+    device: (plan, export folder). With finetune_tasks, an RTE-format fixture is exported too; with
+    `export` (a folder in a repository mirror), the wheels are expected beside it in .whl/."""
     from tests.helpers import MICRO_MODEL, build_tiny_dataset
 
     plan = plan_in(tmp_path / "work", electra_steps=electra_steps, budgets=budgets, tasks=["rte"], **changes)
@@ -28,82 +30,95 @@ def export_tiny_study(tmp_path, electra_steps=6, budgets=2, finetune_tasks=False
         write_rte(plan.shared_data / "glue" / "rte", sentences, {"train": 40, "dev": 16}, seed=0)
     plan.model["model_hparam_overrides"] = {**MICRO_MODEL, "num_layers": 1}
     plan.pretraining.update(train_batch_size=4, eval_batch_size=4, num_eval_steps=2)
-    export = tmp_path / "export"
-    device.export_for_device(plan, export, finetune_tasks=finetune_tasks)
+    mirror = export is not None
+    export = export or tmp_path / "export"
+    device.export_for_device(plan, export, finetune_tasks=finetune_tasks, minutes=minutes,
+                             shown_as=export.name if mirror else None,
+                             wheels_dir=export.parent / device.WHEELS_DIR if mirror else None, wheels=mirror)
     return plan, export
 
 
-ON_THE_ACCELERATOR = textwrap.dedent('''
-    import json, os, pathlib, sys
-    sys.modules["tensorflow"] = None  # as on the accelerator machines: any use of TensorFlow fails
-    os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"  # cache even the tiny model's programs
-    from bench import rtd_vs_mlm
-    from training_jax import pretrain
-
-    study, out = pathlib.Path(STUDY), OUT
-    pretrain.measure = lambda *args: (100.0, 0.5)  # the size must not depend on this CPU's speed
-    rtd_vs_mlm.main(["--device-size", str(study), "--minutes", "0.03"])
-    for arm in ("electra", "mlm"):
-        pretrain.main(["--study", str(study), "--arm", arm, "--out", str(study / "runs" / arm)])
-    rtd_vs_mlm.main(["--device-finetune", str(study), "--minutes", "5"])
-    rtd_vs_mlm.main(["--device-collect", str(study), "--out", out])
-    print("RESULTS" + json.dumps({"plan": json.loads((study / "study.json").read_text())}))
-''')
+def device_calls(export):
+    """The shell lines of COMMANDS.txt, in order (the comment lines are their notes)."""
+    return [line for line in (export / "COMMANDS.txt").read_text().splitlines() if not line.startswith("#")]
 
 
-def test_the_whole_device_sequence_dry_runs_on_the_cpu(tmp_path, capsys):
-    """export → size → pretrain both arms → fine-tune each arm's last checkpoint and the control → collect
-    (JAX, TensorFlow unimportable) → --device-results here: the ELECTRA weights become a model folder
-    holding exactly what came back, the results fill the study's table, the curves its figures."""
+def test_the_two_device_calls_run_as_printed_then_import_and_finetune_here(tmp_path):
+    """The 15-minute plan's two calls, exactly as the export wrote them, run by bash in a copy of the
+    repository with the accelerator's python3 (only its image's packages and the wheels the export named;
+    no TensorFlow), a micro model and seconds instead of minutes: both arms size themselves and pretrain at
+    once, come back, fine-tune; then --device-results here imports them and run_finetuning.py
+    (TensorFlow) fine-tunes the imported ELECTRA folder."""
     import numpy as np
 
-    from training.model_folder import load_model_folder
+    import run_finetuning
     from configs.pretraining_config import PretrainingConfig
     from finetune.pretrained import read_model_folder
-    from tests.helpers import run_script_under_jax
+    from tests.helpers import accelerator_python, repack_wheels, repository_mirror, run_device_line
+    from training.model_folder import load_model_folder
     from training_jax import pretrain
 
-    plan, export = export_tiny_study(tmp_path, finetune_tasks=True, seeds=1, finetune_max_steps=1)
-    commands = (export / "COMMANDS.txt").read_text()
-    assert [line.split(" --")[0].split()[-1] for line in commands.splitlines() if not line.startswith("#")][-2:] \
-        == ["bench.rtd_vs_mlm", "bench.rtd_vs_mlm"]
-    assert "--time-limit-minutes 8.5" in commands and "--device-size" in commands and "--device-finetune" in commands
-    for arm in study_plan.ARMS:
-        config = PretrainingConfig.load(export / f"config_{arm}.json")
-        assert config.electra_objective == (arm == "electra") and config.num_train_steps == plan.steps(arm)
+    repo = repository_mirror(stages.REPO, tmp_path / "repo")
+    repack_wheels(device.wheel_requirements(), repo / device.WHEELS_DIR)
+    plan, export = export_tiny_study(tmp_path, finetune_tasks=True, seeds=1, finetune_max_steps=1,
+                                     export=repo / "device_study", minutes=(3.0, 4.0))
+    calls = device_calls(export)
+    assert len(calls) == 2 and all(len(line) <= 2000 for line in calls)
+    assert all(line.startswith(device.PRELUDE) for line in calls)
+    assert "--fit-minutes 2" in calls[0] and "--device-finetune" in calls[1]
+    python = accelerator_python(tmp_path / "accelerator")
 
-    out = tmp_path / "OUT"
-    script = ON_THE_ACCELERATOR.replace("STUDY", repr(str(export))).replace("OUT", repr(str(out)))
-    results = run_script_under_jax(script, stages.REPO, timeout=600)
-    sized = results["plan"]["plan"]
-    steps = sized["electra_steps"]
-    assert steps != plan.electra_steps and steps % plan.budgets == 0  # sized from the (fixed) speed
-    back = sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file())
-    assert len(back) <= 8 and all((out / name).stat().st_size <= device.SHARD_BYTES for name in back)
-    assert {"electra/metrics.jsonl", "mlm/metrics.jsonl", "finetune/random_init.json"} <= set(back)
+    outs = [tmp_path / "OUT1", tmp_path / "OUT2"]
+    status, output = run_device_line(calls[0], repo, outs[0], python, timeout=300)
+    assert status == 0, output[-4000:]
+    summary = output[output.index("==== summary of the pretraining call"):]
+    assert "electra: done; sized to" in summary and "mlm: done; sized to" in summary, output[-4000:]
+    assert "next: call 2" in summary
+    record = json.loads((outs[0] / device.PLAN_FILE).read_text())
+    sized = {arm: record["arms"][arm]["sized"] for arm in study_plan.ARMS}
+    steps = sized["electra"]["num_train_steps"]
+    assert steps == plan.electra_steps  # as many as fit, at most the planned ones: here the planned ones
+    assert sized["electra"]["units"] == sized["mlm"]["units"] == steps
+    ratio = plan.steps_per_electra_step("mlm")
+    assert sized["mlm"]["num_train_steps"] == max(1, round(steps * ratio / plan.budgets)) * plan.budgets
+    for arm in study_plan.ARMS:  # each ran the sized config to its end, its schedule included
+        config = PretrainingConfig.load(export / sized[arm]["config_file"])
+        assert config.num_train_steps == sized[arm]["num_train_steps"] == record["arms"][arm]["run"]["num_train_steps"]
+        assert config.num_warmup_steps == max(1, config.num_train_steps // 10)
 
+    status, output = run_device_line(calls[1], repo, outs[1], python, timeout=300)
+    assert status == 0, output[-4000:]
+    summary = output[output.index("==== summary of the finetuning call"):]
+    assert summary.count("rte: 1 trial(s), median") == 3, summary
+
+    for out in outs:  # what the device tool brings back: at most 8 files of at most 16 MiB
+        back = [p for p in out.rglob("*") if p.is_file()]
+        assert len(back) <= 8 and all(p.stat().st_size <= device.SHARD_BYTES for p in back)
+    results = tmp_path / "OUT"  # both calls' files in one folder, as the runbook says
+    for out in outs:
+        shutil.copytree(out, results, dirs_exist_ok=True)
     hparams = {**plan.pretraining, "model_hparam_overrides": plan.model["model_hparam_overrides"]}
-    rtd_vs_mlm.main(["--work-dir", str(plan.work_dir), "--shared-data", str(plan.shared_data), "--electra-steps",
-                     str(steps), "--budgets", str(plan.budgets), "--tasks", "rte", "--seeds", "1",
-                     "--finetune-max-steps", "1", "--hparams", json.dumps(hparams), "--device-results", str(out)])
-    assert "no weights came back and no results" in capsys.readouterr().out  # the first budget: not brought back
+    rtd_vs_mlm.main(["--work-dir", str(plan.work_dir), "--shared-data", str(plan.shared_data), "--budgets",
+                     str(plan.budgets), "--tasks", "rte", "--seeds", "1", "--finetune-max-steps", "1",
+                     "--hparams", json.dumps(hparams), "--device-results", str(results)])
     summary = json.loads((plan.work_dir / "summary.json").read_text())
     last = {arm: summary["arms"][arm][-1] for arm in study_plan.ARMS}
     for row in (*last.values(), summary["control"]):
-        assert 0 <= row["scores"]["rte"] <= 100 and "average" in row
+        assert 0 <= row["scores"]["rte"] <= 100
     assert last["electra"]["step"] == steps
-    assert last["mlm"]["step"] == results["plan"]["arms"]["mlm"]["checkpoint_steps"][-1]
     folder = plan.data_dir / "models" / f"electra_step{steps}"
-    assert read_model_folder(folder).checkpoint.endswith(f"ckpt-{steps}")  # what run_finetuning.py reads
-    came_back = device.read_weights(out / "electra", pretrain.weights_file(steps))
+    assert read_model_folder(folder).checkpoint.endswith(f"ckpt-{steps}")
+    came_back = device.read_weights(results / "electra", pretrain.weights_file(steps))
     loaded = load_model_folder(folder)
-    assert sorted(v.path for v in loaded.pretrainer.weights) == sorted(came_back)
     for variable in loaded.pretrainer.weights:
         np.testing.assert_array_equal(variable.numpy(), came_back[variable.path].astype(variable.dtype))
-    splits, _ = pretrain.read_metrics(out / "electra")
-    curves = report.training_curves(plan.data_dir / "models" / "electra")
-    assert [s for s, _ in curves["masked_lm_loss"]] == [r["step"] for r in splits["train"]]
-    assert (plan.work_dir / "dev_score_vs_flops.png").is_file()
+    assert (plan.data_dir / "models" / f"mlm_step{sized['mlm']['num_train_steps']}" / "config.json").is_file()
+
+    run_finetuning.main(["--data-dir", str(plan.data_dir), "--model-name", folder.name, "--task", "rte",
+                         "--finetuning-data-dir", str(plan.shared_data / "glue"),
+                         "--hparams", json.dumps({"max_train_steps": 1, "save_finetuned_models": False})])
+    mine = json.loads((folder / "results" / "rte_results.json").read_text())
+    assert mine["complete"] and mine["trials_done"] == 1
 
 
 def test_weights_in_shards_read_back_whole(tmp_path):

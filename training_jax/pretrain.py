@@ -36,6 +36,7 @@ import time
 
 from common.atomic import atomic_path
 from common.errors import InputError, exit_on_input_error
+from training_jax import fit
 from training_jax import state as state_lib
 from training_jax.arrays import unpack_examples
 
@@ -85,12 +86,16 @@ def make_functions(model, optimizer):
     import jax
     import keras
 
-    from training_jax.step import make_step_fn
+    from training_jax.step import make_step_fn, with_sized_schedule
 
+    sized_schedule = with_sized_schedule(optimizer)
     step_fn = make_step_fn(model, optimizer)
     trainable_vars, non_trainable_vars = model.trainable_variables, model.non_trainable_variables
 
-    def train(state, stats_sum, examples, indices):
+    def train(state, stats_sum, examples, indices, schedule_steps):
+        # [T, W] of the schedule are inputs, not constants: a run sized after compiling keeps its program
+        if sized_schedule is not None:
+            sized_schedule.steps = schedule_steps
         batch = {key: value[indices] for key, value in examples.items()}
         state, loss, stats = step_fn(state, batch)
         return state, add_stats(stats_sum, stats), loss
@@ -104,7 +109,7 @@ def make_functions(model, optimizer):
     def zero_stats(state, examples, batch_size):
         batch = {key: jax.ShapeDtypeStruct((batch_size, *value.shape[1:]), value.dtype)
                  for key, value in examples.items()}
-        shapes = jax.eval_shape(step_fn, state, batch)[2]
+        shapes = jax.eval_shape(step_fn, state, batch)[2]  # the config's own schedule: only shapes matter
         return jax.tree_util.tree_map(lambda s: jax.numpy.zeros(s.shape, s.dtype), shapes)
 
     return jax.jit(train, donate_argnums=(0, 1)), jax.jit(evaluate), zero_stats
@@ -163,10 +168,13 @@ class Run:
         if not (args.study / STUDY_FILE).is_file():
             raise InputError(f"{args.study / STUDY_FILE}: missing; pass the folder a --device-export wrote "
                              "(bench/rtd_vs_mlm.py or bench/electric_ranking.py)")
-        study = json.loads((args.study / STUDY_FILE).read_text())
-        arm = study_arm(study, args.study, args.arm)
+        study = self.study = json.loads((args.study / STUDY_FILE).read_text())
+        study_arm(study, args.study, args.arm)
+        arm = fit.arm_entry(args.study, study, args.arm)  # once sized (a rerun of a --fit-minutes run): that size
+        self.sized = "units" in arm
         self.checkpoint_steps = arm["checkpoint_steps"]
-        self.log_every, self.eval_every = study["log_every"], study["eval_every"][args.arm]
+        self.log_every = study["log_every"]
+        self.eval_every = arm["eval_every"] if self.sized else study["eval_every"][args.arm]
         self.config, self.model, self.optimizer = build(args.study / (config_file or arm["config_file"]))
         self.device = jax.devices()[0]
         self.state_dir = args.state_dir or args.study / f"state_{args.arm}"
@@ -199,7 +207,22 @@ class Run:
         self.stats_sum = jax.device_put(zero_stats(self.state, self.train_examples, config.train_batch_size),
                                         self.device)
         self.stats_tree = jax.tree_util.tree_structure(self.stats_sum)
+        self.set_schedule_steps()
         self.step, self.wall_before = 0, 0.0
+        self.trial = None  # a copy of the initial state that --fit-minutes measures on
+
+    def set_schedule_steps(self):
+        import jax
+        import numpy as np
+
+        steps = np.array([self.config.num_train_steps, self.config.num_warmup_steps], "float32")
+        self.schedule_steps = jax.device_put(steps, self.device)
+
+    def train_step(self, state, stats_sum):
+        import jax
+
+        indices = jax.device_put(self.batches.next(), self.device)
+        return self.train(state, stats_sum, self.train_examples, indices, self.schedule_steps)
 
     def log(self, message):
         print(f"[{time.strftime('%H:%M:%S')}] {self.args.arm}: {message}", flush=True)
@@ -271,14 +294,22 @@ class Run:
         if self.step >= total:
             self.log(f"done already (step {self.step}); delete {self.state_dir} and {args.out} to train again")
             return DONE
+        started = started or time.monotonic()
+        if args.fit_minutes and not self.sized:
+            if self.step:
+                raise InputError(f"{self.state_dir}: a run that was not sized is saved there; delete it to start "
+                                 "over with --fit-minutes, or continue it without")
+            fit.size_run(self, started, args.fit_minutes, args.measure_steps)
+            self.sized, total = True, self.config.num_train_steps
+            self.write_metrics({"split": "eval", "step": 0, **self.evaluate_held_out()})
         start = time.monotonic()
-        started = started or start
         last_save, compile_seconds, window_start, window_from = start, None, None, self.step
         timed_start = timed_from = None
         limit = args.time_limit_minutes * 60 if args.time_limit_minutes else None
+        if args.fit_minutes and not limit:
+            limit = args.fit_minutes * 60 + fit.RESERVE_SECONDS  # the sized run ends before; this is the hard stop
         while self.step < total:
-            indices = jax.device_put(self.batches.next(), self.device)
-            self.state, self.stats_sum, loss = self.train(self.state, self.stats_sum, self.train_examples, indices)
+            self.state, self.stats_sum, loss = self.train_step(self.state, self.stats_sum)
             self.step += 1
             step = self.step
             if compile_seconds is None:
@@ -313,6 +344,8 @@ class Run:
             window = (now - timed_start) / max(1, step - timed_from) * self.log_every if timed_start else 0.0
             if limit and step < total and now - started + 2 * window + 30 > limit:
                 self.save(wall)
+                if args.fit_minutes and step not in self.checkpoint_steps:
+                    self.write_weights(step)  # a sized run cut short still brings back its newest weights
                 self.log(f"stopped at step {step}/{total} to stay inside {args.time_limit_minutes:g} minutes; "
                          "run the same command again to continue")
                 return PAUSED
@@ -337,17 +370,56 @@ class Run:
     def measure(self, steps):
         """(steps/s, seconds of the first step: compile and run) of the update, on this run's initial state,
         which it consumes: a Run that measured does not train."""
-        import jax
-
         start, loss = time.monotonic(), None
         for index in range(steps + 1):
             if index == 1:
                 loss.block_until_ready()
                 compiled = time.monotonic()
-            indices = jax.device_put(self.batches.next(), self.device)
-            self.state, self.stats_sum, loss = self.train(self.state, self.stats_sum, self.train_examples, indices)
+            self.state, self.stats_sum, loss = self.train_step(self.state, self.stats_sum)
         loss.block_until_ready()
         return steps / (time.monotonic() - compiled), compiled - start
+
+    # ------------------------------------------------------------ --fit-minutes (training_jax.fit)
+    def compile_and_time_evaluation(self):
+        """(seconds of the first update, seconds of one held-out evaluation after its compile), on copies of
+        the initial state, which stays as it is."""
+        import jax
+
+        copy = lambda tree: jax.tree_util.tree_map(lambda x: jax.numpy.array(x, copy=True), tree)  # noqa: E731
+        start = time.monotonic()
+        self.trial = (copy(self.state), copy(self.stats_sum))
+        self.trial = self.train_step(*self.trial)[:2]
+        jax.block_until_ready(self.trial)
+        compiled = time.monotonic()
+        self.evaluate_held_out()  # its compile
+        evaluated = time.monotonic()
+        self.evaluate_held_out()
+        return compiled - start, time.monotonic() - evaluated
+
+    def measure_rate(self, steps, warm=3):
+        """steps/s of the update on the trial copy (then dropped); the batches start over afterwards."""
+        import jax
+
+        for index in range(warm + steps):
+            if index == warm:
+                jax.block_until_ready(self.trial)
+                start = time.monotonic()
+            self.trial = self.train_step(*self.trial)[:2]
+        jax.block_until_ready(self.trial)
+        rate = steps / (time.monotonic() - start)
+        self.trial = None
+        self.batches = Batches(self.num_train, self.config.train_batch_size, self.config.seed)
+        return rate
+
+    def resize(self, fields, config_path):
+        """The run becomes the one `fields` (training_jax.fit.sized_fields) describe; its config is written to
+        config_path."""
+        import dataclasses
+
+        self.config = dataclasses.replace(self.config, **fields["config"])
+        self.config.save(config_path)
+        self.checkpoint_steps, self.eval_every = fields["checkpoint_steps"], fields["eval_every"]
+        self.set_schedule_steps()
 
     def evaluate_held_out(self):
         import jax
@@ -398,6 +470,14 @@ def parse_args(argv=None):
     parser.add_argument("--pause-at-step", type=int, default=0,
                         help="save the state and stop after this step (a planned interruption)")
     parser.add_argument("--weights-dtype", default="float16", choices=("float16", "float32"))
+    parser.add_argument("--fit-minutes", type=float, default=0.0,
+                        help="set the run's length after compiling, from its measured speed, so that it ends, "
+                             "saved, this many minutes after the process started (training_jax/fit.py; the "
+                             "study's \"fit\" block says with which arms it shares the device)")
+    parser.add_argument("--measure-steps", type=int, default=50, help="--fit-minutes: the steps it times")
+    parser.add_argument("--measure", type=int, default=0, metavar="STEPS",
+                        help="train nothing: time this many updates of the arm's config on its initial state and "
+                             "write <out>/throughput.json")
     return parser.parse_args(argv)
 
 
@@ -412,7 +492,23 @@ def main(argv=None):
     if keras.backend.backend() != "jax":
         sys.exit(f"run with KERAS_BACKEND=jax (got {keras.backend.backend()})")
     use_compile_cache(args.study / COMPILE_CACHE)
+    if args.measure:
+        return write_throughput(Run(args), args.measure)
     return Run(args).run(started)
+
+
+def write_throughput(run, steps):
+    """--measure: the update's steps/s alone on the device at the arm's config, into <out>/throughput.json."""
+    rate, compile_seconds = run.measure(steps)
+    config = run.config
+    record = {"arm": run.args.arm, "model_size": config.model_size, "train_batch_size": config.train_batch_size,
+              "max_seq_length": config.max_seq_length, "mixed_precision": config.mixed_precision,
+              "steps_per_second": round(rate, 3), "compile_seconds": round(compile_seconds, 1), "timed_steps": steps,
+              "device": f"{run.device.platform} {run.device.device_kind}"}
+    run.args.out.mkdir(parents=True, exist_ok=True)
+    (run.args.out / "throughput.json").write_text(json.dumps(record))
+    run.log(f"throughput: {rate:.2f} steps/s of batch {config.train_batch_size} alone on the device")
+    return record
 
 
 def without_tensorflow():

@@ -31,3 +31,31 @@ def make_step_fn(model, optimizer):
         return (trainable, non_trainable, optimizer_vars), loss, stats
 
     return train_step
+
+
+class SizedSchedule(keras.optimizers.schedules.LearningRateSchedule):
+    """The config's schedule with its T (training steps) and W (warmup steps) given to the jitted step as
+    arrays instead of compiled in: a run that sets its length from its own measured speed after compiling
+    (training_jax.fit) keeps the program it compiled. The formula is the config's schedule's own
+    (`rate`); `steps` holds the traced [T, W] while the step is traced."""
+
+    def __init__(self, schedule):
+        self.schedule, self.steps = schedule, None
+
+    def __call__(self, step):
+        if self.steps is None:
+            return self.schedule(step)
+        return self.schedule.rate(step, self.steps[0], self.steps[1])
+
+    def get_config(self):
+        return self.schedule.get_config()
+
+
+def with_sized_schedule(optimizer):
+    """Puts a SizedSchedule in place of the optimizer's schedule; returns it (None for a constant rate)."""
+    schedule = optimizer._learning_rate
+    if not isinstance(schedule, keras.optimizers.schedules.LearningRateSchedule):
+        return None
+    sized = SizedSchedule(schedule)
+    optimizer._learning_rate = sized
+    return sized

@@ -40,6 +40,15 @@ RUNS = "runs"  # on the accelerator, beside the export: <export>/runs/<arm>/, <e
 # Fine-tuning updates per second of electra_small at batch 32 on one H100 under JAX: an assumption until
 # a device run measures it (the durations printed at export use it, and say so).
 ASSUMED_FINETUNE_UPDATES_PER_SECOND = 60.0
+# The 15-minute plan: two calls back to back on one warm machine (docs/jax_gpu.md).
+CALL_MINUTES = (9.0, 3.0)
+PRETRAIN_RESERVE_MINUTES = 1.0  # call 1: the wheels before, the collect and the summary after the pretraining
+FINETUNE_RESERVE_MINUTES = 0.6  # call 2: the wheels before, the collect and the summary after the fine-tuning
+THROUGHPUT_SECONDS = 45  # call 2: the throughput line runs when this much is left after one seed of everything
+WHEELS = ("keras", "namex", "optree")  # what the accelerator's image lacks of what the JAX path imports
+WHEELS_DIR = ".whl"
+RETURNED = "returned"  # on a fresh machine, what call 1 brought back, carried in: <export>/returned/<arm>/
+PLAN_FILE = "plan.json"  # what comes back with every collect: the study, the sized runs, how each run ended
 
 
 def resolved_config(plan, arm):
@@ -86,7 +95,8 @@ def arm_entry(plan, arm, config, config_file):
             "checkpoint_steps": plan.checkpoint_steps(arm)}
 
 
-def export_for_device(plan, out_dir, finetune_tasks=True, minutes=None, shown_as=None):
+def export_for_device(plan, out_dir, finetune_tasks=True, minutes=None, shown_as=None, wheels_dir=None,
+                      wheels=True):
     """What the accelerator needs: each arm's resolved config, the training and held-out examples as
     compact arrays, the fine-tuning tasks as arrays, and the study's plan (study.json, last). The printed
     commands name the folder `shown_as` (as the user gave it: relative to the repository's root, it is the
@@ -95,7 +105,8 @@ def export_for_device(plan, out_dir, finetune_tasks=True, minutes=None, shown_as
     from training_jax import pretrain as pretrain_jax
 
     out_dir.mkdir(parents=True, exist_ok=True)
-    study = {"log_every": DEVICE_LOG_EVERY, "eval_every": {}, "arms": {}, "plan": plan_record(plan)}
+    study = {"log_every": DEVICE_LOG_EVERY, "eval_every": {}, "arms": {}, "plan": plan_record(plan),
+             "call_minutes": list(minutes or CALL_MINUTES)}
     resolved = {arm: resolved_config(plan, arm) for arm in ARMS}
     for arm, (config, _, _) in resolved.items():
         config.save(out_dir / f"config_{arm}.json")
@@ -109,15 +120,52 @@ def export_for_device(plan, out_dir, finetune_tasks=True, minutes=None, shown_as
                                (pretrain_jax.EVAL_ARRAYS, eval_files, eval_count)):
         save_examples(out_dir / name, read_examples(dataset_dir, metadata, files, limit), f"{len(files)} shard(s)")
     study["eval_examples"] = eval_count
+    study["fit"] = fit_record(plan)
     if finetune_tasks:
         study["finetune_updates"] = export_finetune_tasks(plan, config, out_dir / FINETUNE_DIR)
     (out_dir / pretrain_jax.STUDY_FILE).write_text(json.dumps(study, indent=2))
     log(f"wrote {out_dir}")
-    show_commands(out_dir, device_commands(shown_as or out_dir, study, minutes))
+    if wheels:
+        fetch_wheels(wheels_dir or REPO / WHEELS_DIR)
+    show_commands(out_dir, device_commands(shown_as or out_dir, study))
+
+
+def fit_record(plan):
+    """study.json's "fit" block: how training_jax.pretrain --fit-minutes sizes both arms together (ELECTRA
+    the unit, MLM at equal FLOPs: bench/flops.py, the ratio Plan.steps uses) by the plan's own rules, at most
+    the plan's ELECTRA steps (the GPU plan exports 1,000,000, ELECTRA-Small's; a test a few)."""
+    from bench.study.plan import WARMUP_FRACTION
+
+    return {"arms": list(ARMS), "steps_per_unit": {arm: plan.steps_per_electra_step(arm) for arm in ARMS},
+            "budgets": plan.budgets, "warmup_fraction": WARMUP_FRACTION, "evals": EVALS_PER_RUN,
+            "max_units": plan.electra_steps}
+
+
+def wheel_requirements():
+    """NAME==VERSION of each wheel the accelerator needs, at this machine's versions (the ones tested here)."""
+    from importlib.metadata import version
+
+    return [f"{name}=={version(name)}" for name in WHEELS]
+
+
+def fetch_wheels(folder=WHEELS_DIR):
+    """The wheels for the accelerator's Python 3.12 into `folder` (pip download), unless they are there."""
+    folder = pathlib.Path(folder)
+    wanted = [r for r in wheel_requirements() if not list(folder.glob(r.replace("==", "-") + "-*.whl"))]
+    if not wanted:
+        return
+    command = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:",
+               "--python-version", "3.12", "--implementation", "cp", "-d", str(folder), *wanted]
+    for platform in ("manylinux_2_28_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64"):
+        command[6:6] = ["--platform", platform]
+    log(f"downloading {', '.join(wanted)} into {folder}/")
+    if subprocess.run(command).returncode:
+        raise InputError(f"pip download of {', '.join(wanted)} failed; download them into {folder}/ by hand")
 
 
 def show_commands(out_dir, commands):
-    """[(note, shell line)] printed and kept in <out_dir>/COMMANDS.txt, which travels with the export."""
+    """[(note, shell line)] printed and kept in <out_dir>/COMMANDS.txt, which travels with the export (a
+    test runs its lines as they are written there)."""
     (out_dir / "COMMANDS.txt").write_text("".join(f"# {note}\n{line}\n" for note, line in commands))
     print("On the accelerator, from the repository's root (each line one command; each resumes when run again):")
     for note, line in commands:
@@ -153,33 +201,31 @@ def finetune_hparams(max_steps):
     return {"max_train_steps": max_steps} if max_steps else None
 
 
-def device_commands(study_dir, study, minutes=None):
-    """[(note, shell line)] for the accelerator, in order; the durations are what the plan expects."""
+PRELUDE = ("python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "
+           f"{WHEELS_DIR}/site {WHEELS_DIR}/*.whl && export PYTHONPATH=$PWD/{WHEELS_DIR}/site KERAS_BACKEND=jax "
+           "|| exit;")
+
+
+def device_commands(study_dir, study):
+    """[(note, shell line)]: the two calls of the 15-minute plan, each one line of at most 2,000 characters
+    that starts with the wheels' install and ends with the collect and its summary, whatever happened in
+    between. The calls' lengths are the export's (CALL_MINUTES; a test gives seconds' worth)."""
     study_dir = pathlib.Path(study_dir)
-    runs = study_dir / RUNS
-    minutes = minutes or 2 * PIECE_MINUTES
-    pieces = -(-minutes // PIECE_MINUTES)
-    jax_env = "KERAS_BACKEND=jax"  # python3: the accelerator machines' interpreter, which holds JAX
-    lines = [
-        (f"size the runs (about 3 min): both arms' steps/s measured, so that both finish in {minutes:g} minutes",
-         f"{jax_env} python3 -m bench.rtd_vs_mlm --device-size {study_dir} --minutes {minutes:g}"),
-        (f"pretrain both arms at once ({PIECE_MINUTES:g} min; run it {pieces:g} times, until both say done)",
-         f"mkdir -p {runs} && for arm in electra mlm; do XLA_PYTHON_CLIENT_MEM_FRACTION=.45 {jax_env} "
-         f"python3 -m training_jax.pretrain --study {study_dir} --arm $arm --out {runs}/$arm "
-         f"--time-limit-minutes {PIECE_MINUTES:g} > {runs}/$arm.log 2>&1 & done; wait; tail -n 2 {runs}/*.log")]
-    updates = study.get("finetune_updates")
-    if updates:
-        seeds = study["plan"]["seeds"]
-        total = sum(updates.values()) * seeds * (len(ARMS) + 1)
-        expected = total / ASSUMED_FINETUNE_UPDATES_PER_SECOND / 60 / (len(ARMS) + 1)  # the models at once
-        lines.append((f"fine-tune each arm's last checkpoint and the control, {seeds} seeds ({total:,} updates; "
-                      f"about {expected:.0f} min at an assumed {ASSUMED_FINETUNE_UPDATES_PER_SECOND:g} updates/s "
-                      f"per model; stops before {PIECE_MINUTES:g} min, run it again until it says done)",
-                      f"{jax_env} python3 -m bench.rtd_vs_mlm --device-finetune {study_dir} "
-                      f"--minutes {PIECE_MINUTES:g}"))
-    lines.append(("collect what comes back (at most 8 files; seconds)",
-                  f"python3 -m bench.rtd_vs_mlm --device-collect {study_dir} --out $OUT"))
-    return lines
+    first, second = study.get("call_minutes", CALL_MINUTES)
+    runs, collect = f"$S/{RUNS}", "python3 -m bench.rtd_vs_mlm --device-collect $S --out $OUT --part"
+    pretrain = (f"{PRELUDE} S={study_dir}; mkdir -p {runs}; for arm in {' '.join(ARMS)}; do "
+                f"XLA_PYTHON_CLIENT_MEM_FRACTION=.45 python3 -m training_jax.pretrain --study $S --arm $arm "
+                f"--out {runs}/$arm --fit-minutes {first - PRETRAIN_RESERVE_MINUTES:g} > {runs}/$arm.log 2>&1 & "
+                f"done; wait; {collect} pretraining")
+    finetune = (f"{PRELUDE} S={study_dir}; python3 -m bench.rtd_vs_mlm --device-finetune $S --minutes "
+                f"{second - FINETUNE_RESERVE_MINUTES:g}; {collect} finetuning")
+    seeds = study["plan"]["seeds"]
+    return [(f"call 1 (timeout_s {round(first * 60 + 30)}; carry [\"{WHEELS_DIR}\", \"{study_dir}\"]): both arms "
+             f"pretrained at once, each sized after compiling to end {first - PRETRAIN_RESERVE_MINUTES:g} min after "
+             "its start; then the weights, metrics and sized plan come back", pretrain),
+            (f"call 2 (timeout_s {round(second * 60 + 30)}; carry nothing on the warm machine): each arm's last "
+             f"checkpoint and the control fine-tuned on {', '.join(study['plan']['tasks'])}, one seed each, then "
+             f"up to {seeds} if time is left (the throughput line first); then the results come back", finetune)]
 
 
 # ---------------------------------------------------------------- there: size, fine-tune, collect
@@ -270,56 +316,97 @@ def steps_that_fit(plan, measured, minutes):
     return steps, steps * seconds_per_electra_step + compile_seconds
 
 
-def finetune_jobs(study_dir, study):
-    """[(model name, weights file or None, task)] of the fine-tuning the accelerator runs: each arm's last
-    checkpoint and the control, every task."""
+def last_step(study_dir, study, arm):
+    """The arm's last checkpoint step as it trains (sized on the accelerator, or as exported)."""
+    from training_jax import fit
+
+    return fit.arm_entry(study_dir, study, arm)["checkpoint_steps"][-1]
+
+
+def weights_files(study_dir, arm, step):
+    """The files holding the arm's weights of `step`: the run's own, or on a fresh machine the shards call 1
+    brought back, carried in under <export>/returned/<arm>/; [] when neither is there."""
     from training_jax.pretrain import weights_file
 
+    own = pathlib.Path(study_dir) / RUNS / arm / weights_file(step)
+    if own.is_file():
+        return [own]
+    return sorted((pathlib.Path(study_dir) / RETURNED / arm).glob(shard_name(weights_file(step), "*", "*")))
+
+
+def newest_weights_step(study_dir, arm):
+    """The newest step whose weights the arm's run wrote (a run stopped at its limit writes them too)."""
+    steps = [int(m.group(1)) for p in (pathlib.Path(study_dir) / RUNS / arm).glob("weights-*.npz")
+             if (m := re.fullmatch(r"weights-(\d+)\.npz", p.name))]
+    return max(steps, default=None)
+
+
+def finetune_jobs(study_dir, study):
+    """[(model name, weights files or [] for the control, task)] of the fine-tuning the accelerator runs:
+    each arm's last checkpoint and the control, every task."""
     jobs = []
     for arm in ARMS:
-        last = study["arms"][arm]["checkpoint_steps"][-1]
-        jobs += [(f"{arm}_step{last}", study_dir / RUNS / arm / weights_file(last), task)
-                 for task in study["plan"]["tasks"]]
-    return jobs + [(CONTROL, None, task) for task in study["plan"]["tasks"]]
+        last = last_step(study_dir, study, arm)
+        jobs += [(f"{arm}_step{last}", weights_files(study_dir, arm, last), task) for task in study["plan"]["tasks"]]
+    return jobs + [(CONTROL, [], task) for task in study["plan"]["tasks"]]
 
 
-def finetuned_on_device(study_dir, model, task):
+def finetuned_on_device(study_dir, model, task, seeds=None):
+    """Whether the job's results file is complete (with at least `seeds` trials when given)."""
     path = pathlib.Path(study_dir) / RUNS / "finetune" / model / f"{task}_results.json"
-    return path.is_file() and json.loads(path.read_text()).get("complete", False)
+    if not path.is_file():
+        return False
+    results = json.loads(path.read_text())
+    return results.get("complete", False) and (seeds is None or results.get("trials_done", 0) >= seeds)
 
 
 def finetune_on_device(study_dir, minutes, parallel=3):
-    """Runs the fine-tuning jobs not finished yet, `parallel` at a time (the GPU is far from full with one
-    small model), each a training_jax.finetune process, the longest tasks first. At `minutes` the running
-    jobs are stopped: their finished trials are in their results files, and the next call continues from
-    them (a job resumes between trials)."""
-    import os
-
-    study_dir = pathlib.Path(study_dir)
+    """Runs the fine-tuning jobs, `parallel` at a time (the GPU is far from full with one small model), each
+    a training_jax.finetune process, the longest tasks first: one seed of every job first; then, with
+    THROUGHPUT_SECONDS left, the throughput line; then up to the plan's seeds. At `minutes` the running jobs
+    are stopped: their finished trials are in their results files, and the next call continues from them
+    (a job resumes between trials). Returns True when every job has all its seeds."""
+    study_dir = pathlib.Path(study_dir).resolve()  # the jobs run from the repository's root
     study = read_study(study_dir)
     updates = study.get("finetune_updates", {})
-    pending = sorted((job for job in finetune_jobs(study_dir, study)
-                      if not finetuned_on_device(study_dir, job[0], job[2])), key=lambda job: -updates.get(job[2], 0))
-    missing = sorted({str(weights) for _, weights, _ in pending if weights is not None and not weights.is_file()})
+    jobs = sorted(finetune_jobs(study_dir, study), key=lambda job: -updates.get(job[2], 0))
+    missing = sorted({f"{model} (no weights-{model.rsplit('_step', 1)[-1]}.npz in {RUNS}/ or {RETURNED}/)"
+                      for model, files, _ in jobs if model != CONTROL and not files})
     if missing:
-        raise InputError(f"{missing[0]}: missing; pretrain both arms to their last step first")
-    start, running = time.monotonic(), []
+        raise InputError(f"{study_dir}: no weights for {', '.join(missing)}; pretrain both arms first (call 1), "
+                         f"or carry what call 1 brought back as {study_dir / RETURNED}/<arm>/")
+    deadline = time.monotonic() + minutes * 60
+    seeds = study["plan"]["seeds"]
+    for pass_seeds in sorted({1, seeds}):
+        pending = [job for job in jobs if not finetuned_on_device(study_dir, job[0], job[2], pass_seeds)]
+        log(f"{len(pending)} fine-tuning jobs to run with {pass_seeds} seed(s), {parallel} at a time, "
+            f"{(deadline - time.monotonic()) / 60:.1f} min left")
+        if not run_jobs(study_dir, study, pending, pass_seeds, deadline, parallel):
+            return False
+        if pass_seeds == 1 and deadline - time.monotonic() > THROUGHPUT_SECONDS:
+            measure_throughput(study_dir, study, deadline)
+    log("done: every fine-tuning job has its results")
+    return True
+
+
+def run_jobs(study_dir, study, pending, seeds, deadline, parallel):
+    """Runs `pending` jobs with `seeds` seeds until `deadline` (time.monotonic()); False when it stopped them."""
+    import os
+
+    running = []
     # One compile cache for all jobs: the models share their shapes, so most jobs find their programs there.
     env = dict(os.environ, KERAS_BACKEND="jax", XLA_PYTHON_CLIENT_MEM_FRACTION=f"{0.9 / parallel:.2f}",
                JAX_COMPILATION_CACHE_DIR=str(study_dir / RUNS / "jax_cache"))
     hparams = finetune_hparams(study["plan"]["finetune_max_steps"])
-    config_file = study_dir / study["arms"]["electra"]["config_file"]
-    log(f"{len(pending)} fine-tuning jobs to run, {parallel} at a time, for at most {minutes:g} min")
+    config_file = study_dir / fit_entry(study_dir, study, "electra")["config_file"]
     while pending or running:
         for entry in list(running):
             process, (model, _, task), began, log_file = entry
             if process.poll() is not None:
                 running.remove(entry)
-                if process.returncode:
-                    raise SystemExit(f"stopped: fine-tuning {model} on {task} exited with {process.returncode}; "
-                                     f"see {log_file}")
-                log(f"{model} {task}: done in {(time.monotonic() - began) / 60:.1f} min")
-        left = minutes * 60 - (time.monotonic() - start)
+                outcome = "done" if not process.returncode else f"FAILED (exit {process.returncode}; see {log_file})"
+                log(f"{model} {task}: {outcome} in {(time.monotonic() - began) / 60:.1f} min")
+        left = deadline - time.monotonic()
         if left <= 0:
             for process, (model, _, task), _, _ in running:
                 process.terminate()
@@ -327,45 +414,138 @@ def finetune_on_device(study_dir, minutes, parallel=3):
                 log(f"{model} {task}: stopped at the time limit (its finished trials are kept)")
             log(f"{len(running) + len(pending)} jobs left; run the same command again to continue")
             return False
-        while pending and len(running) < parallel and left > 60:
-            model, weights, task = job = pending.pop(0)
+        while pending and len(running) < parallel and left > 30:
+            model, files, task = job = pending.pop(0)
             out = study_dir / RUNS / "finetune" / model
             out.mkdir(parents=True, exist_ok=True)
             command = [sys.executable, "-m", "training_jax.finetune", "--tasks-dir", str(study_dir / FINETUNE_DIR),
-                       "--config", str(config_file), "--weights", str(weights) if weights else "none",
-                       "--out", str(out), "--tasks", task, "--seeds", str(study["plan"]["seeds"])]
+                       "--config", str(config_file), "--weights", *([str(f) for f in files] or ["none"]),
+                       "--out", str(out), "--tasks", task, "--seeds", str(seeds)]
             if hparams:
                 command += ["--hparams", json.dumps(hparams)]
             log_file = out / f"{task}.log"
             with open(log_file, "a") as log_out:
                 process = subprocess.Popen(command, cwd=REPO, env=env, stdout=log_out, stderr=subprocess.STDOUT)
             running.append((process, job, time.monotonic(), log_file))
+        if not pending and not running:
+            break
         time.sleep(0.5)
-    log("done: every fine-tuning job has its results")
     return True
 
 
-def collect_from_device(study_dir, out):
-    """At most 8 files into `out`: each arm's metrics.jsonl, the ELECTRA arm's last weights in shards of at
-    most 15 MiB, and one JSON per fine-tuned model holding its tasks' results files. Whatever exists so far:
-    run after every piece, so that a machine taken back mid-way still returned the latest progress."""
+def fit_entry(study_dir, study, arm):
+    from training_jax import fit
+
+    return fit.arm_entry(study_dir, study, arm)
+
+
+def measure_throughput(study_dir, study, deadline, steps=30):
+    """The ELECTRA arm's update alone on the device (steps/s at its config: electra_small at batch 128 in the
+    GPU plan), as <export>/runs/throughput.json; stopped at the deadline."""
+    out = study_dir / RUNS / "throughput"
+    command = [sys.executable, "-m", "training_jax.pretrain", "--study", str(study_dir), "--arm", "electra",
+               "--out", str(out), "--measure", str(steps)]
+    log(f"throughput: {steps} updates of the ELECTRA arm's config alone on the device")
+    try:
+        subprocess.run(command, cwd=REPO, timeout=max(1.0, deadline - time.monotonic()))
+    except subprocess.TimeoutExpired:
+        log("throughput: stopped at the time limit")
+
+
+def collect_from_device(study_dir, out, part="pretraining"):
+    """What comes back after a call, at most 8 files: plan.json (the study, the sized runs, how each ended)
+    always; after pretraining each arm's metrics.jsonl and newest weights in shards of at most 15 MiB;
+    after fine-tuning one JSON per fine-tuned model holding its tasks' results files. Whatever exists so
+    far; then the call's summary, the last lines the call prints."""
     from training_jax.pretrain import METRICS_FILE
 
     study_dir, out = pathlib.Path(study_dir), pathlib.Path(out)
     study = read_study(study_dir)
-    missing = [f"{arm}'s metrics" for arm in ARMS if not copy_run_file(study_dir, out, arm, METRICS_FILE)]
-    last = study["arms"]["electra"]["checkpoint_steps"][-1]
-    if not copy_weights_in_shards(study_dir, out, "electra", last):
-        missing.append(f"the ELECTRA weights of step {last}")
-    for model in sorted({job[0] for job in finetune_jobs(study_dir, study)}):
-        folder = study_dir / RUNS / "finetune" / model
-        results = {path.name: json.loads(path.read_text()) for path in sorted(folder.glob("*_results.json"))}
-        if results:
-            (out / "finetune").mkdir(parents=True, exist_ok=True)
-            (out / "finetune" / f"{model}.json").write_text(json.dumps(results))
-        if len(results) < len(study["plan"]["tasks"]):
-            missing.append(f"{model}'s results of {len(study['plan']['tasks']) - len(results)} task(s)")
-    log_collected(out, missing)
+    out.mkdir(parents=True, exist_ok=True)
+    record = run_record(study_dir, study)
+    atomic.write_json(out / PLAN_FILE, record, sort_keys=False)
+    if part == "pretraining":
+        for arm in ARMS:
+            copy_run_file(study_dir, out, arm, METRICS_FILE)
+            step = record["arms"][arm]["newest_weights"]
+            if step is not None:
+                copy_weights_in_shards(study_dir, out, arm, step)
+    else:
+        for model in sorted({job[0] for job in finetune_jobs(study_dir, study)}):
+            folder = study_dir / RUNS / "finetune" / model
+            results = {path.name: json.loads(path.read_text()) for path in sorted(folder.glob("*_results.json"))}
+            if results:
+                (out / "finetune").mkdir(parents=True, exist_ok=True)
+                (out / "finetune" / f"{model}.json").write_text(json.dumps(results))
+    print_summary(study_dir, study, record, out, part)
+
+
+def run_record(study_dir, study):
+    """plan.json: the exported study, each arm's sized entry and how its run stands (done, stopped at a step,
+    or failed with its log's last line), the fine-tuning jobs' states, the throughput when measured."""
+    from training_jax import fit
+    from training_jax.pretrain import read_metrics
+
+    arms = {}
+    for arm in ARMS:
+        folder, log_file = study_dir / RUNS / arm, study_dir / RUNS / f"{arm}.log"
+        run = read_metrics(folder)[1] if (folder / "metrics.jsonl").is_file() else None
+        lines = [line for line in log_file.read_text().splitlines() if line.strip()] if log_file.is_file() else []
+        status = ("done" if run else "not started" if not lines else
+                  "stopped" if "stopped at step" in lines[-1] or "paused at step" in lines[-1] else "failed")
+        arms[arm] = {"status": status, "sized": fit.read_sized(study_dir, arm), "last_log_line": lines[-1] if lines
+                     else None, "newest_weights": newest_weights_step(study_dir, arm),
+                     "run": {k: v for k, v in (run or {}).items() if k != "config"} or None}
+    jobs = {}
+    for model, _, task in finetune_jobs(study_dir, study):
+        path = study_dir / RUNS / "finetune" / model / f"{task}_results.json"
+        results = json.loads(path.read_text()) if path.is_file() else None
+        log_file = path.parent / f"{task}.log"
+        tail = [line for line in log_file.read_text().splitlines() if line.strip()] if log_file.is_file() else []
+        jobs[f"{model} {task}"] = {
+            "trials_done": results["trials_done"] if results else 0,
+            "score": results["summary"].get(results["primary_metric"], {}).get("median") if results else None,
+            "last_log_line": tail[-1] if tail else None}
+    throughput = study_dir / RUNS / "throughput" / "throughput.json"
+    return {"study": study, "arms": arms, "finetune": jobs,
+            "throughput": json.loads(throughput.read_text()) if throughput.is_file() else None}
+
+
+def print_summary(study_dir, study, record, out, part):
+    """The call's last lines: what ran, what failed and why, what came back, what to run next."""
+    print(f"\n==== summary of the {part} call ====")
+    if part == "pretraining":
+        for arm, entry in record["arms"].items():
+            sized, run = entry["sized"] or {}, entry["run"] or {}
+            line = f"{arm}: {entry['status']}"
+            if sized:
+                line += (f"; sized to {sized['num_train_steps']} steps ({sized['units']} ELECTRA-step units) at "
+                         f"{sized['measured'][arm]['steps_per_second']:.2f} steps/s measured")
+            if run:
+                line += (f"; trained {run['num_train_steps']} steps in {run['wall_clock_seconds']:.0f} s, "
+                         f"{run['steps_per_second']} steps/s after a {run['compile_seconds']:.0f} s compile")
+            if entry["status"] != "done" and entry["last_log_line"]:
+                line += f"; its log ends: {entry['last_log_line']}"
+            print(line)
+    else:
+        for job, entry in record["finetune"].items():
+            score = f"{entry['score']:.2f}" if entry["score"] is not None else "-"
+            tail = "" if entry["trials_done"] else f"; log: {entry['last_log_line']}"
+            print(f"{job}: {entry['trials_done']} trial(s), median {score}{tail}")
+        if record["throughput"]:
+            print(f"throughput: {record['throughput']}")
+    files = sorted(p for p in pathlib.Path(out).rglob("*") if p.is_file())
+    print(f"came back: {len(files)} files, {sum(p.stat().st_size for p in files) / 2 ** 20:.1f} MiB: "
+          + ", ".join(str(p.relative_to(out)) for p in files))
+    commands = dict(device_commands(study_dir, study))
+    if part == "pretraining":
+        done = all(entry["status"] == "done" for entry in record["arms"].values())
+        print("next: " + ("call 2, at once on the warm machine: " + list(commands.values())[1] if done else
+                          "call 1 again (each run continues from its saved state, or starts over on a fresh "
+                          "machine); with under 4 minutes of device time left, import what came back instead"))
+    else:
+        print("next: back where TensorFlow is: python -m bench.rtd_vs_mlm <the export's flags> --device-results OUT "
+              "(OUT: the folder the two calls' files came back to)")
 
 
 def copy_run_file(study_dir, out, arm, name):

@@ -5,8 +5,10 @@ import pathlib
 
 from bench import flops
 from configs.pretraining_config import PretrainingConfig
+from training_jax import fit
 
 ARMS = ("electra", "mlm")
+WARMUP_FRACTION = 0.1
 CONTROL = "random_init"  # the no-pretraining control: the ELECTRA arm's model folder at step 0
 # The study's encoder: hidden 128, 4 layers, embedding 128 (issue 6's "small model shape"); the
 # generator a quarter of the discriminator's width, as the paper found best.
@@ -45,12 +47,16 @@ class Plan:
         config = self.arm_config(arm)
         return flops.train_flops_per_sequence(config) * config.train_batch_size
 
+    def steps_per_electra_step(self, arm):
+        """The arm's steps per ELECTRA step at equal training FLOPs (1 for ELECTRA)."""
+        return 1.0 if arm == "electra" else self.flops_per_step("electra") / self.flops_per_step(arm)
+
     def steps(self, arm):
-        """ELECTRA's steps as given; MLM's scaled to the same FLOPs, a multiple of the budget count."""
+        """ELECTRA's steps as given; MLM's scaled to the same FLOPs, a multiple of the budget count (the rule
+        a run sized on the accelerator follows too: training_jax.fit.arm_steps)."""
         if arm == "electra":
             return self.electra_steps
-        ratio = self.flops_per_step("electra") / self.flops_per_step("mlm")
-        return max(1, round(self.electra_steps * ratio / self.budgets)) * self.budgets
+        return fit.arm_steps(self.electra_steps, self.steps_per_electra_step(arm), self.budgets)
 
     def checkpoint_steps(self, arm):
         """The budgets' checkpoints, ascending: the evenly spaced ones and the extra ones. Entry k of both
@@ -73,6 +79,6 @@ def pretraining_hparams(plan, arm):
     """The arm's run_pretraining.py --hparams: the study's settings, its step count, warmup 10%."""
     steps = plan.steps(arm)
     return {**plan.arm_hparams(arm), "num_train_steps": steps,
-            "num_warmup_steps": max(1, steps // 10), "save_checkpoints_steps": steps // plan.budgets,
+            "num_warmup_steps": fit.warmup_steps(steps, WARMUP_FRACTION), "save_checkpoints_steps": steps // plan.budgets,
             "eval_every_steps": steps // plan.budgets,
             "extra_checkpoint_steps": plan.extra_checkpoint_steps(arm)}

@@ -1,0 +1,132 @@
+"""A run that sets its own length from its measured speed, so that it ends, saved, by a deadline.
+
+A lent accelerator gives minutes, not steps, and the speed of a model on it is unknown until it has
+compiled. So `training_jax.pretrain --fit-minutes M` compiles, measures its steps/s on a copy of its
+initial state, and only then fixes the number of steps (and so the warmup and the linear decay to 0) that
+end M minutes after the process started, with the held-out evaluations and saves counted in. The step
+was compiled with the schedule's step counts as inputs (training_jax.step.SizedSchedule), so nothing is
+compiled twice, and the run then is exactly a run of that many steps from step 0.
+
+Several arms that train at once on one device (the RTD-vs-MLM study: ELECTRA, and MLM at equal FLOPs)
+size together: each measures while the others run too (a barrier after compiling), writes its rate to
+<study>/fit/<arm>.rate.json, and all compute the same length in "units" (the first arm's steps) from all
+rates, each arm taking its `steps_per_unit` of them. study.json's "fit" block says which arms, their
+ratios, the multiple the steps are rounded to, the warmup fraction, the number of evaluations, and the
+most units to train (the planned length: a run that could do more in the minutes ends early).
+"""
+import json
+import pathlib
+import time
+
+from common import atomic
+from common.errors import InputError
+
+FIT_DIR = "fit"
+BARRIER_SECONDS = 300.0  # how long an arm waits for the others to compile (an arm that died is left out)
+RESERVE_SECONDS = 20.0  # the last save, the run record, the process's exit
+SPEED_MARGIN = 0.95  # the rate measured in a few dozen steps is a little better than a long run's
+
+
+def warmup_steps(steps, fraction):
+    """The warmup of a `steps` run: `fraction` of it, at least one step (steps // 10 for 0.1)."""
+    return max(1, int(steps * fraction + 1e-9))
+
+
+def arm_steps(units, steps_per_unit, multiple):
+    """An arm's steps for `units` of the first arm's: the same compute, a multiple of `multiple`."""
+    return max(1, round(units * steps_per_unit / multiple)) * multiple
+
+
+def units_that_fit(rates, steps_per_unit, seconds, multiple):
+    """The most units (a multiple of `multiple`) every arm can train in `seconds` at its rate (steps/s);
+    0 when not even `multiple` fit."""
+    per_unit = max(steps_per_unit[arm] / rate for arm, rate in rates.items())
+    return max(0, int(seconds / per_unit) // multiple * multiple)
+
+
+def sized_fields(steps, budgets, warmup_fraction, evals):
+    """The config fields and the run's checkpoint and evaluation steps for a `steps`-step run with
+    `budgets` evenly spaced checkpoints (the study's rule: bench/study/plan.py pretraining_hparams)."""
+    every = steps // budgets
+    return {"config": {"num_train_steps": steps, "num_warmup_steps": warmup_steps(steps, warmup_fraction),
+                       "save_checkpoints_steps": every, "eval_every_steps": every, "extra_checkpoint_steps": ()},
+            "checkpoint_steps": [every * (k + 1) for k in range(budgets)],
+            "eval_every": max(1, steps // evals)}
+
+
+def fit_block(study, study_dir):
+    if "fit" not in study:
+        raise InputError(f"{pathlib.Path(study_dir) / 'study.json'}: has no \"fit\" block, so --fit-minutes cannot "
+                         "size this run; export it again, or give the steps at export instead")
+    return study["fit"]
+
+
+def sized_file(study_dir, arm):
+    return pathlib.Path(study_dir) / FIT_DIR / f"{arm}.sized.json"
+
+
+def read_sized(study_dir, arm):
+    """The sized entry of `arm` ({config_file, checkpoint_steps, eval_every, ...}) or None before sizing."""
+    path = sized_file(study_dir, arm)
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def arm_entry(study_dir, study, arm):
+    """The arm's entry as it trains: the sized one once the run has sized itself, else study.json's."""
+    return read_sized(study_dir, arm) or study["arms"][arm]
+
+
+def _wait_for(paths, seconds, log):
+    """Waits until every path exists or `seconds` pass; returns those that exist."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and not all(p.is_file() for p in paths):
+        time.sleep(0.2)
+    missing = [p for p in paths if not p.is_file()]
+    if missing:
+        log(f"waited {seconds:.0f} s for {', '.join(p.name for p in missing)}: going on without them")
+    return [p for p in paths if p.is_file()]
+
+
+def size_run(run, started, fit_minutes, measure_steps):
+    """Measures `run` (training_jax.pretrain.Run, at step 0) beside the other arms and returns its sized
+    entry, also written to <study>/fit/<arm>.sized.json; `started` is the process's time.monotonic() start."""
+    study_dir, arm = run.args.study, run.args.arm
+    block = fit_block(run.study, study_dir)
+    arms = [a for a in block["arms"] if a in run.study["arms"]]
+    folder = study_dir / FIT_DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    deadline = time.time() + fit_minutes * 60 - (time.monotonic() - started)  # wall clock: shared by the arms
+    compile_seconds, eval_seconds = run.compile_and_time_evaluation()
+    (folder / f"{arm}.ready").write_text("")
+    _wait_for([folder / f"{a}.ready" for a in arms], BARRIER_SECONDS, run.log)
+    rate = run.measure_rate(measure_steps)
+    record = {"arm": arm, "steps_per_second": rate, "compile_seconds": compile_seconds,
+              "eval_seconds": eval_seconds, "measured_at": time.time(), "deadline": deadline}
+    atomic.write_json(folder / f"{arm}.rate.json", record, sort_keys=False)
+    found = _wait_for([folder / f"{a}.rate.json" for a in arms], BARRIER_SECONDS, run.log)
+    records = [json.loads(p.read_text()) for p in found]
+    # Every arm computes the same length from the same records: the latest measurement, the earliest deadline.
+    start, end = max(r["measured_at"] for r in records), min(r["deadline"] for r in records)
+    evals = block["evals"] + block["budgets"] + 1
+    seconds = (end - start - RESERVE_SECONDS - evals * max(r["eval_seconds"] for r in records)) * SPEED_MARGIN
+    rates = {r["arm"]: r["steps_per_second"] for r in records}
+    fitting = units_that_fit(rates, block["steps_per_unit"], seconds, block["budgets"])
+    units = min(fitting, block.get("max_units") or fitting)
+    if units < block["budgets"]:
+        raise InputError(f"--fit-minutes {fit_minutes:g}: {max(0.0, seconds):.0f} s are left after compiling, "
+                         f"too few for {block['budgets']} step(s) at {rate:.2f} steps/s; give more minutes")
+    steps = arm_steps(units, block["steps_per_unit"][arm], block["budgets"])
+    fields = sized_fields(steps, block["budgets"], block["warmup_fraction"], block["evals"])
+    entry = {"config_file": f"config_{arm}_sized.json", "num_train_steps": steps, "units": units,
+             "checkpoint_steps": fields["checkpoint_steps"], "eval_every": fields["eval_every"],
+             "measured": {r["arm"]: {k: round(v, 3) for k, v in r.items() if k in (
+                 "steps_per_second", "compile_seconds", "eval_seconds")} for r in records},
+             "seconds_planned": round(seconds, 1), "expected_seconds": round(steps / rate, 1),
+             "fit_minutes": fit_minutes}
+    run.resize(fields, study_dir / entry["config_file"])
+    atomic.write_json(sized_file(study_dir, arm), entry, sort_keys=False)
+    run.log(f"sized: {steps} steps ({units} units{' (the most planned)' if units < fitting else ''} of {', '.join(sorted(rates))} together; {rate:.2f} steps/s "
+            f"measured, {seconds / 60:.1f} min to train, warmup {fields['config']['num_warmup_steps']}, "
+            f"checkpoints {fields['checkpoint_steps']})")
+    return entry
+
