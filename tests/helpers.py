@@ -3,6 +3,7 @@ import collections
 import json
 import os
 import pathlib
+import random
 import re
 import subprocess
 import sys
@@ -50,6 +51,23 @@ def build_tiny_dataset(data_dir, max_seq_length=32, num_shards=2, max_documents=
     return build_pretraining_dataset.main([
         "--corpus-dir", str(corpus), "--vocab-file", str(vocab), "--data-dir", str(data_dir),
         "--max-seq-length", str(max_seq_length), "--num-shards", str(num_shards)])
+
+
+def write_rte(folder, sentences, counts, seed):
+    """RTE's layout; the hypothesis is a piece of the premise (entailment) or, after "no", of another
+    sentence: a cue a tiny model learns within 50 updates, so the dev scores say something."""
+    rng = random.Random(seed)
+    folder.mkdir(parents=True, exist_ok=True)
+    for split, count in counts.items():
+        lines = ["index\tsentence1\tsentence2\tlabel"]
+        for number in range(count):
+            premise, other = rng.sample(sentences, 2)
+            source, label = (premise, "entailment") if number % 2 else (other, "not_entailment")
+            words = source.split()
+            start = rng.randrange(max(1, len(words) - 4))
+            hypothesis = ("" if number % 2 else "no no no ") + " ".join(words[start:start + 4])
+            lines.append(f"{number}\t{premise}\t{hypothesis}\t{label}")
+        (folder / f"{split}.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
 def train_scalars(model_dir, tag):

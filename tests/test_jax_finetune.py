@@ -10,7 +10,6 @@ finetune/) imports TensorFlow.
 import ast
 import json
 import pathlib
-import random
 import shutil
 import textwrap
 
@@ -20,7 +19,7 @@ import pytest
 from configs.finetuning_config import FinetuningConfig
 from configs.pretraining_config import PretrainingConfig
 from common.errors import InputError
-from tests.helpers import MICRO_MODEL, run_script_under_jax, write_corpus, write_vocab
+from tests.helpers import MICRO_MODEL, run_script_under_jax, write_corpus, write_rte, write_vocab  # noqa: F401 (write_rte: other tests take it from here)
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 # A learning rate at which the tiny encoder learns the fixture's cue within 50 updates (the dev score then
@@ -29,23 +28,6 @@ HPARAMS = {"max_train_steps": 50, "iterations_per_loop": 1, "learning_rate": 1e-
            "train_batch_size": 8, "eval_batch_size": 16, "head_dropout": 0.0, "save_finetuned_models": False}
 # Dropout off: the two backends draw different random masks, so only a dropout-free model can agree.
 MODEL = {**MICRO_MODEL, "dropout": 0.0, "attention_dropout": 0.0}
-
-
-def write_rte(folder, sentences, counts, seed):
-    """RTE's layout; the hypothesis is a piece of the premise (entailment) or, after "no", of another
-    sentence: a cue a tiny model learns within 50 updates, so the dev scores say something."""
-    rng = random.Random(seed)
-    folder.mkdir(parents=True, exist_ok=True)
-    for split, count in counts.items():
-        lines = ["index\tsentence1\tsentence2\tlabel"]
-        for number in range(count):
-            premise, other = rng.sample(sentences, 2)
-            source, label = (premise, "entailment") if number % 2 else (other, "not_entailment")
-            words = source.split()
-            start = rng.randrange(max(1, len(words) - 4))
-            hypothesis = ("" if number % 2 else "no no no ") + " ".join(words[start:start + 4])
-            lines.append(f"{number}\t{premise}\t{hypothesis}\t{label}")
-        (folder / f"{split}.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
 @pytest.fixture(scope="module")

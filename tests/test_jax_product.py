@@ -1,0 +1,79 @@
+"""The JAX path as a product, with no study: training_jax.export here, training_jax.pretrain under JAX
+without TensorFlow, checkpoints.import_jax back here, then run_finetuning.py on the imported folder."""
+import json
+import pathlib
+
+import numpy as np
+import pytest
+
+from tests.helpers import MICRO_MODEL, build_tiny_dataset, run_script_under_jax, write_rte
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+
+PRETRAIN = '''
+import sys
+sys.modules["tensorflow"] = None  # as on a GPU machine without TensorFlow: any use of it fails
+from training_jax import pretrain
+outcome = pretrain.main(["--study", EXPORT, "--arm", "micro", "--out", RUNS])
+print("RESULTS" + __import__("json").dumps({"outcome": outcome}))
+'''
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+    from training_jax import export
+
+    root = tmp_path_factory.mktemp("jax_product")
+    build_tiny_dataset(root / "data", max_seq_length=32, num_shards=2)
+    hparams = {"model_size": "electra_small", "model_hparam_overrides": {**MICRO_MODEL, "num_layers": 1},
+               "train_batch_size": 4, "eval_batch_size": 4, "num_eval_steps": 2, "num_train_steps": 8,
+               "num_warmup_steps": 2, "learning_rate": 1e-3, "do_eval": True}
+    study = export.main(["--data-dir", str(root / "data"), "--model-name", "micro", "--hparams", json.dumps(hparams),
+                         "--checkpoints", "2", "--out", str(root / "export")])
+    return root, study
+
+
+def test_export_train_import_then_finetune_with_tensorflow(exported):
+    import run_finetuning
+    from checkpoints import import_jax
+    from training.model_folder import load_model_folder
+    from training_jax.weights import read_weights
+
+    root, study = exported
+    assert study["arms"]["micro"]["checkpoint_steps"] == [4, 8]
+    runs = root / "runs"
+    script = PRETRAIN.replace("EXPORT", repr(str(root / "export"))).replace("RUNS", repr(str(runs)))
+    assert run_script_under_jax(script, REPO)["outcome"] == "done"
+
+    folder = import_jax.main(["--export", str(root / "export"), "--weights", str(runs / "weights-8.npz"),
+                              "--data-dir", str(root / "data"), "--model-name", "micro_jax"])
+    loaded = load_model_folder(folder)
+    assert loaded.config.num_train_steps == 8 and loaded.checkpoint.endswith("ckpt-8")
+    trained = read_weights(runs, "weights-8.npz")
+    for variable in loaded.pretrainer.weights:  # exactly what JAX trained, widened from float16
+        np.testing.assert_array_equal(variable.numpy(), trained[variable.path].astype(variable.dtype))
+
+    text = (root / "data" / "corpus" / "part0.txt").read_text().replace("\n", " ")
+    sentences = [" ".join(s.split()[:10]) for s in text.split(". ") if len(s.split()) >= 6]
+    write_rte(root / "glue" / "rte", sentences, {"train": 24, "dev": 8}, seed=0)
+    run_finetuning.main(["--data-dir", str(root / "data"), "--model-name", "micro_jax", "--task", "rte",
+                         "--finetuning-data-dir", str(root / "glue"),
+                         "--hparams", json.dumps({"max_train_steps": 2, "save_finetuned_models": False})])
+    results = json.loads((folder / "results" / "rte_results.json").read_text())
+    assert results["complete"] and results["checkpoint"].endswith("ckpt-8")
+
+
+def test_import_refuses_what_does_not_match(exported, tmp_path):
+    from checkpoints import import_jax
+    from common.errors import InputError
+
+    root, _ = exported
+    with pytest.raises(InputError, match="study.json: missing"):
+        import_jax.read_export(tmp_path)
+    with pytest.raises(InputError, match="not named weights-<step>.npz"):
+        import_jax.weights_step(tmp_path / "final.npz")
+    assert import_jax.weights_step(tmp_path / "weights-12.part1of2.npz") == 12
+    np.savez(tmp_path / "weights-3.npz", **{"not/a/weight": np.zeros(2)})
+    with pytest.raises(InputError, match="do not match the config's model"):
+        import_jax.main(["--export", str(root / "export"), "--weights", str(tmp_path / "weights-3.npz"),
+                         "--data-dir", str(tmp_path / "data"), "--model-name", "wrong"])

@@ -1,0 +1,147 @@
+"""What training_jax.pretrain reads, written where TensorFlow is: a dataset's examples as compact arrays and
+the run's config exactly as run_pretraining.py resolves it.
+
+    python -m training_jax.export --data-dir electra_data --model-name electra_small --out jax_export \
+        [--hparams '{"train_batch_size": 128}'] [--checkpoints 4]
+    # then, on a machine with JAX and Keras (no TensorFlow needed):
+    KERAS_BACKEND=jax python -m training_jax.pretrain --study jax_export --arm electra_small --out jax_runs/electra_small
+    # and back here, the weights as a normal model folder:
+    python -m checkpoints.import_jax --export jax_export --weights jax_runs/electra_small/weights-N.npz \
+        --data-dir electra_data --model-name electra_small_jax
+
+The folder holds config_<arm>.json (the resolved config), train.npz and eval.npz (the training and
+held-out shards as run_pretraining.py splits them: training_jax.arrays' packing), vocab.txt (the dataset's
+vocabulary, so that the import needs nothing else) and study.json, written last: the arms, their
+checkpoint steps, how often to log and evaluate, and (for --fit-minutes) how to size a run. Fine-tuning
+tasks are exported by `python -m finetune.arrays`.
+"""
+import argparse
+import pathlib
+import shutil
+
+from common import atomic
+from common.errors import InputError, exit_on_input_error
+from training_jax.pretrain import EVAL_ARRAYS, STUDY_FILE, TRAIN_ARRAYS
+
+VOCAB_FILE = "vocab.txt"
+LOG_EVERY = 100  # training metrics averaged over this many steps
+EVALS_PER_RUN = 30  # held-out evaluations along a run (the curves' resolution)
+
+
+def say(message):
+    print(message, flush=True)
+
+
+def read_examples(dataset_dir, metadata, files, limit=None):
+    """{input_ids, input_mask, segment_ids} NumPy arrays of the shards' examples, in file order (at most
+    `limit`), read by the evaluation reader (every record once, in order)."""
+    import numpy as np
+
+    from data import tfrecords
+
+    parts, count = {}, 0
+    for batch in tfrecords.pretraining_dataset(dataset_dir, 4096, files=files, training=False, metadata=metadata):
+        for name, value in batch.items():
+            parts.setdefault(name, []).append(value.numpy())
+        count += len(parts["input_ids"][-1])
+        if limit and count >= limit:
+            break
+    return {name: np.concatenate(chunks)[:limit] for name, chunks in parts.items()}
+
+
+def save_examples(path, examples, source):
+    """{input_ids, input_mask, segment_ids} as training_jax's compact arrays in one compressed .npz."""
+    import numpy as np
+
+    from training_jax.arrays import pack_examples
+
+    packed = pack_examples(examples["input_ids"], examples["input_mask"], examples["segment_ids"])
+    np.savez_compressed(path, **packed)
+    say(f"{path.name}: {len(packed['input_ids'])} examples from {source}, {path.stat().st_size / 1e6:.1f} MB")
+
+
+def export_examples(out_dir, config, dataset_dir, metadata):
+    """train.npz (the training shards) and eval.npz (the first eval_batch_size × num_eval_steps examples of
+    the held-out shards), split as run_pretraining.py splits them; returns the held-out count."""
+    from training import run_config
+
+    train_files, eval_files = run_config.split_shards(config, dataset_dir, metadata)
+    if not eval_files:
+        raise InputError(f"{dataset_dir}: no held-out shard for the JAX trainer's evaluations (do_eval is off, or "
+                         "the dataset has one shard); give --hparams '{\"do_eval\": true}' and a dataset of 2 or "
+                         "more shards")
+    eval_count = config.eval_batch_size * config.num_eval_steps
+    save_examples(out_dir / TRAIN_ARRAYS, read_examples(dataset_dir, metadata, train_files), f"{len(train_files)} shard(s)")
+    save_examples(out_dir / EVAL_ARRAYS, read_examples(dataset_dir, metadata, eval_files, eval_count),
+                  f"{len(eval_files)} held-out shard(s)")
+    return eval_count
+
+
+def evenly_spaced(steps, count):
+    """`count` checkpoint steps ending at `steps` (fewer when steps < count)."""
+    every = max(1, steps // count)
+    return sorted({min(steps, every * (k + 1)) for k in range(count)} | {steps})
+
+
+def arm_record(config, config_file, checkpoint_steps):
+    return {"config_file": config_file, "num_train_steps": config.num_train_steps,
+            "checkpoint_steps": list(checkpoint_steps)}
+
+
+def write_study(out_dir, arms, eval_examples, extra=None):
+    """config_<arm>.json for each arm and study.json (last: a folder without it is not an export).
+    arms: {arm: (config, checkpoint steps)}."""
+    study = {"log_every": LOG_EVERY, "eval_every": {}, "arms": {}, "eval_examples": eval_examples, **(extra or {})}
+    for arm, (config, checkpoint_steps) in arms.items():
+        config.save(out_dir / f"config_{arm}.json")
+        study["arms"][arm] = arm_record(config, f"config_{arm}.json", checkpoint_steps)
+        study["eval_every"][arm] = max(1, config.num_train_steps // EVALS_PER_RUN)
+    atomic.write_json(out_dir / STUDY_FILE, study, sort_keys=False)
+    return study
+
+
+def export_pretraining(model_name, hparams, data_dir, out_dir, checkpoints=1):
+    """One arm, named `model_name`, resolved as run_pretraining.py --model-name model_name --hparams
+    hparams resolves it; returns study.json's content."""
+    from training import run_config
+
+    out_dir = pathlib.Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / STUDY_FILE).unlink(missing_ok=True)  # an export is complete only once it is written again
+    config, dataset_dir, metadata = run_config.resolve_with_dataset(model_name, hparams, data_dir)
+    eval_count = export_examples(out_dir, config, dataset_dir, metadata)
+    shutil.copyfile(run_config.vocab_source(metadata, dataset_dir), out_dir / VOCAB_FILE)
+    return write_study(out_dir, {model_name: (config, evenly_spaced(config.num_train_steps, checkpoints))},
+                       eval_count)
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model-name", required=True, help="the run's name (run_pretraining.py's): its arm name")
+    parser.add_argument("--data-dir", type=pathlib.Path, default=None,
+                        help="the data directory of build_pretraining_dataset.py (default: $ELECTRA_DATA_DIR)")
+    parser.add_argument("--hparams", default="", help="PretrainingConfig overrides, JSON inline or a .json file, "
+                                                      "as for run_pretraining.py")
+    parser.add_argument("--checkpoints", type=int, default=1, help="evenly spaced weights files the run writes")
+    parser.add_argument("--out", type=pathlib.Path, required=True, help="the export folder (carry it to the GPU)")
+    return parser.parse_args(argv)
+
+
+@exit_on_input_error
+def main(argv=None):
+    from common.quiet import quiet_tensorflow
+
+    quiet_tensorflow()
+    args = parse_args(argv)
+    if args.checkpoints < 1:
+        raise InputError(f"--checkpoints {args.checkpoints}: must be at least 1")
+    study = export_pretraining(args.model_name, args.hparams, args.data_dir, args.out, args.checkpoints)
+    arm = study["arms"][args.model_name]
+    say(f"wrote {args.out}: {arm['num_train_steps']} steps, weights at {arm['checkpoint_steps']}. On a machine "
+        f"with JAX:\n  KERAS_BACKEND=jax python -m training_jax.pretrain --study {args.out} --arm {args.model_name} "
+        f"--out {args.out}/runs/{args.model_name}")
+    return study
+
+
+if __name__ == "__main__":
+    main()
