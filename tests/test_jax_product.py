@@ -63,7 +63,7 @@ def test_export_train_import_then_finetune_with_tensorflow(exported):
     assert results["complete"] and results["checkpoint"].endswith("ckpt-8")
 
 
-def test_import_refuses_what_does_not_match(exported, tmp_path):
+def test_import_refuses_what_does_not_match(exported, tmp_path, capsys):
     from checkpoints import import_jax
     from common.errors import InputError
 
@@ -74,6 +74,10 @@ def test_import_refuses_what_does_not_match(exported, tmp_path):
         import_jax.weights_step(tmp_path / "final.npz")
     assert import_jax.weights_step(tmp_path / "weights-12.part1of2.npz") == 12
     np.savez(tmp_path / "weights-3.npz", **{"not/a/weight": np.zeros(2)})
-    with pytest.raises(InputError, match="do not match the config's model"):
+    with pytest.raises(SystemExit) as stopped:
         import_jax.main(["--export", str(root / "export"), "--weights", str(tmp_path / "weights-3.npz"),
                          "--data-dir", str(tmp_path / "data"), "--model-name", "wrong"])
+    assert stopped.value.code == 2
+    message = capsys.readouterr().err.strip().splitlines()[-1]
+    assert message.startswith(f"error: {tmp_path / 'weights-3.npz'}: its weights do not match the config's model")
+    assert not (tmp_path / "data" / "models" / "wrong").exists()  # nothing half-written
