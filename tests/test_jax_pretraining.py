@@ -1,14 +1,28 @@
 """training_jax.pretrain in pieces: a run stopped (at a planned step, by its time limit) and resumed equals
 one that never stopped, bit for bit; a lost state starts over and says so; nothing imports TensorFlow."""
 import json
+import pathlib
 import textwrap
 
 import numpy as np
 import pytest
 
-from bench.study.stages import REPO as REPO_ROOT
-from tests.helpers import run_script_under_jax
-from tests.test_bench_study_device import export_tiny_study
+from tests.helpers import MICRO_MODEL, build_tiny_dataset, run_script_under_jax
+
+REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def export_tiny_run(tmp_path, steps=12, checkpoints=2):
+    """A 1-layer micro model (it compiles fastest under JAX) on a tiny dataset, exported by the product's
+    training_jax.export as the arm "electra": the export folder."""
+    from training_jax.export import export_pretraining
+
+    build_tiny_dataset(tmp_path / "data", max_seq_length=32, num_shards=2)
+    hparams = {"model_size": "electra_small", "model_hparam_overrides": {**MICRO_MODEL, "num_layers": 1},
+               "train_batch_size": 4, "eval_batch_size": 4, "num_eval_steps": 2, "num_train_steps": steps,
+               "num_warmup_steps": steps // 10 or 1, "learning_rate": 5e-4, "do_eval": True}
+    export_pretraining("electra", json.dumps(hparams), tmp_path / "data", tmp_path / "export", checkpoints)
+    return tmp_path / "export"
 
 PIECES_SCRIPT = textwrap.dedent('''
     import contextlib, io, json, sys
@@ -45,7 +59,7 @@ def without_timing(records):
 
 
 def test_a_run_in_pieces_equals_a_run_that_never_stopped(tmp_path):
-    plan, export = export_tiny_study(tmp_path, electra_steps=12, budgets=2)
+    export = export_tiny_run(tmp_path, steps=12, checkpoints=2)
     study = json.loads((export / "study.json").read_text())
     study["log_every"] = 4  # windows that a pause splits: their partial sums must survive it
     (export / "study.json").write_text(json.dumps(study))
@@ -63,7 +77,7 @@ def test_a_run_in_pieces_equals_a_run_that_never_stopped(tmp_path):
     assert "resumed at step 6" in third_log and "done already" in again_log
 
     whole, pieces = root / "whole", root / "pieces"
-    for step in plan.checkpoint_steps("electra"):  # 6 and 12
+    for step in study["arms"]["electra"]["checkpoint_steps"]:  # 6 and 12
         a, b = np.load(whole / f"weights-{step}.npz"), np.load(pieces / f"weights-{step}.npz")
         assert sorted(a.files) == sorted(b.files) and len(a.files) > 10
         for name in a.files:
