@@ -2,10 +2,8 @@
 import numpy as np
 import pytest
 
-from bench.study.plan import WARMUP_FRACTION, pretraining_hparams
 from finetune.trials import same_but_trials
 from model.lr_schedules import SCHEDULES
-from tests.test_bench_rtd_vs_mlm import plan_in
 from training_jax import fit
 from training_jax.step import SizedSchedule
 
@@ -19,20 +17,6 @@ def test_the_units_that_fit_are_bounded_by_the_slowest_arm_per_unit():
     slow_mlm = fit.units_that_fit({"electra": 20.0, "mlm": 6.0}, ratios, seconds=300.0, multiple=4)
     assert slow_mlm * 1.2 <= 300 * 6 < slow_mlm * 1.2 + 4 * 1.2 * 1.01
     assert fit.units_that_fit(rates, ratios, seconds=0.1, multiple=4) == 0
-
-
-def test_a_sized_run_has_the_config_a_planned_run_of_that_length_has(tmp_path):
-    """The import here checks the returned run's config against the plan's: both rules must agree."""
-    for budgets, electra_steps in ((1, 6_040), (3, 1_500), (2, 14)):
-        plan = plan_in(tmp_path, electra_steps=electra_steps, budgets=budgets, extra_budgets=[])
-        for arm in ("electra", "mlm"):
-            steps = fit.arm_steps(electra_steps, plan.steps_per_electra_step(arm), budgets)
-            assert steps == plan.steps(arm)
-            fields = fit.sized_fields(steps, budgets, WARMUP_FRACTION, evals=30)
-            planned = pretraining_hparams(plan, arm)
-            assert {k: planned[k] for k in fields["config"] if k != "extra_checkpoint_steps"} == \
-                {k: v for k, v in fields["config"].items() if k != "extra_checkpoint_steps"}
-            assert fields["checkpoint_steps"] == plan.checkpoint_steps(arm)
 
 
 @pytest.mark.parametrize("name", sorted(SCHEDULES))
