@@ -58,16 +58,16 @@ def prepare(args):
 
         fuse_elementwise_with_xla()  # the same: TensorFlow reads its XLA flags once
 
-    from training.backend import require_tensorflow_backend
+    from storage import model_folder
 
-    require_tensorflow_backend("run_pretraining.py")
-    from training import checkpointing, model_folder, strategy as strategy_lib
+    model_folder.require_tensorflow_backend("run_pretraining.py")
+    from training import strategy as strategy_lib
     from training.loop import Run
 
     strategy = strategy_lib.select_strategy(args.tpu)
     run_config.check_batch(config, strategy.num_replicas_in_sync)
     warn_emulated_bf16(config.mixed_precision, strategy_lib.device_kind())
-    has_checkpoint = checkpointing.latest_checkpoint(config.model_dir) is not None
+    has_checkpoint = model_folder.latest_checkpoint(config.model_dir) is not None
     saved = run_config.check_resume(config, config.model_dir, has_checkpoint)
     if has_checkpoint:
         run_config.check_resume_vocabulary(config.model_dir, metadata, dataset_dir)

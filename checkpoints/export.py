@@ -66,7 +66,7 @@ def main(argv=None):
               f"{', '.join(info['outputs'])}")
         return info
     from checkpoints import exporters
-    from training.model_folder import load_model_folder
+    from storage.model_folder import load_model_folder
 
     if args.format == "keras_hub":
         from checkpoints.keras_hub_preset import import_keras_hub

@@ -1,6 +1,6 @@
 """Exports of a pretrained model folder: TF1-named ELECTRA, BERT drop-in, Hugging Face, keras-hub.
 
-Each takes a training.model_folder.ModelFolder and writes one output folder atomically.
+Each takes a storage.model_folder.ModelFolder and writes one output folder atomically.
 """
 import json
 import shutil
@@ -11,6 +11,7 @@ from common.atomic import atomic_output_dir
 from checkpoints.tf1 import CONFIG_COPY, write_tf1_checkpoint
 from common.errors import InputError
 from data.tokenization import load_tokenizer
+from storage import model_folder
 
 TF1_CHECKPOINT = "model.ckpt-{step}"  # what the original's TPUEstimator wrote
 BERT_CHECKPOINT = "bert_model.ckpt"  # google-research/bert's release name
@@ -32,7 +33,7 @@ def export_tf1(model, output, overwrite=False):
     tensors = names_lib.export_tensors(model.pretrainer)
     with atomic_output_dir(output, overwrite) as temp:
         write_tf1_checkpoint(temp, TF1_CHECKPOINT.format(step=model.step), tensors, model.step)
-        shutil.copyfile(model.vocab_file, temp / ("vocab.txt" if not model.is_sentencepiece else model.vocab_file.name))
+        model_folder.copy_vocab(temp, model.vocab_file)  # named as in a model folder: the import finds it there
         model.config.save(temp / CONFIG_COPY)
     return len(tensors)
 

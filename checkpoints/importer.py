@@ -16,7 +16,7 @@ from typing import Optional
 from checkpoints import hf as hf_lib
 from checkpoints import names as names_lib
 from checkpoints import tf1 as tf1_lib
-from training.model_folder import find_vocab, write_model_folder
+from storage.model_folder import find_vocab, write_model_folder
 from configs import loading
 from configs.model_config import ModelConfig, available_model_sizes, read_model_size
 from configs.pretraining_config import PretrainingConfig

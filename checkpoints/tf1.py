@@ -11,7 +11,7 @@ import tensorflow as tf
 
 from checkpoints import names as names_lib
 from common.errors import InputError
-from training import model_folder
+from storage import model_folder
 
 # Our PretrainingConfig, written beside an exported TF1 checkpoint (the original had no config file): the
 # importer reads the attention heads and other settings that tensors do not show from it.

@@ -17,7 +17,7 @@ from configs.model_config import ModelConfig
 from common.errors import InputError
 from data.tokenization import load_tokenizer
 from model.encoder import BertEncoder
-from training import model_folder
+from storage import model_folder
 
 ENCODER_NAME = "electra"
 # Fine-tuning's Keras dtype policy, given to the encoder and heads explicitly, so a policy set earlier in
@@ -107,9 +107,7 @@ def _build_gdes_encoder(model_config, dtype):
 
 def restore_by_path(model, checkpoint, what="model"):
     """Restores every weight of `model` from `checkpoint` (keys `model/weights_by_path/<path>`)."""
-    from training.checkpointing import restore_weights
-
-    restore_weights(model, checkpoint, label=f"{what} checkpoint",
-                    fix="use the config.json saved with these weights",
-                    use_other='write the line model_checkpoint_path: "{name}" into {folder}/checkpoint (the '
-                              "checkpoint it reads) and run the same command again")
+    model_folder.restore_weights(model, checkpoint, label=f"{what} checkpoint",
+                                 fix="use the config.json saved with these weights",
+                                 use_other='write the line model_checkpoint_path: "{name}" into {folder}/checkpoint '
+                                           "(the checkpoint it reads) and run the same command again")

@@ -14,6 +14,7 @@ from typing import List, Optional
 
 from configs.model_config import ModelConfig
 from common.errors import InputError
+from storage import model_folder
 
 INFO_FILE = "finetuning_info.json"
 CHECKPOINT_PREFIX = "ckpt"
@@ -51,10 +52,7 @@ def set_aside(path):
 
 def save_finetuned_model(folder, encoder, head, task, config, pretrained, metrics=None):
     """Writes the folder under a temporary name and renames it when complete."""
-    import tensorflow as tf
-
     from finetune.model import SingleTaskModel
-    from training.checkpointing import model_trackable
 
     folder = pathlib.Path(folder)
     temp = folder.with_name(folder.name + ".tmp")
@@ -62,9 +60,7 @@ def save_finetuned_model(folder, encoder, head, task, config, pretrained, metric
         shutil.rmtree(temp)  # our own unfinished write
     temp.mkdir(parents=True)
     model = SingleTaskModel(encoder, head)
-    checkpoint = tf.train.Checkpoint(model=model_trackable(model))
-    checkpoint.save_counter  # created so that the file has what a restore expects (as ckpt-N files do)
-    checkpoint.write(str(temp / CHECKPOINT_PREFIX))
+    model_folder.write_weights(model, temp / CHECKPOINT_PREFIX)
     vocab_source = pretrained.vocab_file or pretrained.sp_model
     shutil.copyfile(vocab_source, temp / vocab_source.name)
     head_config = {key: value for key, value in head.get_config().items()
@@ -132,7 +128,7 @@ def load_finetuned_model(folder):
         head = ClassificationHead(head_config["num_outputs"], model_config.hidden_size,
                                   head_config.get("dropout", 0.1), dtype=encoder.dtype_policy, name=name)
     model = SingleTaskModel(encoder, head)
-    if not pathlib.Path(str(folder / CHECKPOINT_PREFIX) + ".index").is_file():
+    if not model_folder.checkpoint_exists(folder / CHECKPOINT_PREFIX):
         raise InputError(f"{folder}: no checkpoint {CHECKPOINT_PREFIX}.index; the folder is incomplete, re-run "
                          "the fine-tuning that wrote it")
     restore_by_path(model, str(folder / CHECKPOINT_PREFIX), what="fine-tuned model")

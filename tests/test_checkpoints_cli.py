@@ -62,7 +62,7 @@ def test_import_through_the_cli_feeds_the_same_weights(exported, capsys):
     hparams = json.loads(command.split("--hparams ", 1)[1].strip("'"))
     assert hparams["model_size"] == "electra_tiny" and hparams["model_hparam_overrides"]["hidden_size"] == 32
 
-    from training.model_folder import load_model_folder
+    from storage.model_folder import load_model_folder
 
     back = load_model_folder(folder)
     original = weights(model.pretrainer)

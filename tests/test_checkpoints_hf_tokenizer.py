@@ -258,7 +258,7 @@ def test_transformers_4_reads_the_same_tokenizer(exported, texts):
 
 def micro_model_folder(root, spm_model):
     """A micro model whose vocabulary is the SentencePiece model ([CLS] 2, [SEP] 3, [MASK] 4)."""
-    from training.model_folder import write_model_folder
+    from storage.model_folder import write_model_folder
     from data.tokenization import load_tokenizer
     from pretrain.builder import build_pretrainer
     from tests.test_model_fixtures import tiny_config
@@ -278,7 +278,7 @@ def test_export_cli_writes_a_tokenizer_the_model_runs_on(tmp_path, training_line
     from transformers import AutoTokenizer, ElectraForPreTraining
 
     from checkpoints import export, import_weights
-    from training.model_folder import load_model_folder
+    from storage.model_folder import load_model_folder
     from data.tokenization import load_tokenizer
     from data.vocab import learn_sentencepiece_model
     from finetune.features import pack

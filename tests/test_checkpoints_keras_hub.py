@@ -75,7 +75,7 @@ def exported(tmp_path_factory, shared_data, bert_vocab_file, bert_tokenizer):
     """A micro model with BERT's vocabulary and GDES embeddings, weights moved off their initial values,
     in a model folder, exported through the CLI."""
     from checkpoints import export
-    from training.model_folder import write_model_folder
+    from storage.model_folder import write_model_folder
     from configs.pretraining_config import PretrainingConfig
     from pretrain.builder import build_pretrainer
 
@@ -122,7 +122,7 @@ def test_keras_hub_tokenizer_gives_our_ids_on_sst2(exported, shared_data, bert_t
 
 def test_import_of_our_preset_gives_back_the_encoder(exported, capsys):
     from checkpoints import import_weights
-    from training.model_folder import load_model_folder
+    from storage.model_folder import load_model_folder
     from data.tokenization import load_tokenizer
 
     root = exported["root"]
@@ -142,7 +142,7 @@ def test_import_of_our_preset_gives_back_the_encoder(exported, capsys):
 def test_a_preset_saved_by_keras_hub_becomes_a_model_folder(tmp_path, tokenizer, capsys, keras_hub):  # noqa: F811
     """keras-hub builds, fills and saves the preset; the import's encoder computes keras-hub's outputs."""
     from checkpoints import import_weights
-    from training.model_folder import load_model_folder
+    from storage.model_folder import load_model_folder
 
     backbone = keras_hub.models.ElectraBackbone(vocab_size=tokenizer.vocab_size, num_layers=2, num_heads=2,
                                                 hidden_dim=32, embedding_dim=16, intermediate_dim=64,

@@ -93,7 +93,7 @@ def tokenizer(bert_vocab_file):
 @pytest.fixture(scope="module")
 def small(tmp_path_factory, shared_data, bert_vocab_file, tokenizer):
     """A randomly initialised electra_small-shaped model (E 128 ≠ H 256) in a model folder + a batch."""
-    from training.model_folder import write_model_folder
+    from storage.model_folder import write_model_folder
     from configs.pretraining_config import PretrainingConfig
     from pretrain.builder import build_pretrainer
 
@@ -110,7 +110,7 @@ def small(tmp_path_factory, shared_data, bert_vocab_file, tokenizer):
 
 @pytest.fixture(scope="module")
 def small_folder(small):
-    from training.model_folder import load_model_folder
+    from storage.model_folder import load_model_folder
 
     return load_model_folder(small["folder"])
 
@@ -162,8 +162,8 @@ def test_hf_round_trip_is_bit_exact_and_feeds_init_checkpoint(small, hf_export, 
     from checkpoints.importer import import_weights, open_source
     from configs.pretraining_config import PretrainingConfig
     from pretrain.builder import build_pretrainer
-    from training.checkpointing import restore_weights
-    from training.model_folder import resolve_checkpoint
+    from storage.model_folder import restore_weights
+    from storage.model_folder import resolve_checkpoint
 
     folder = small["root"] / "models" / "from_hf"
     config, imported = import_weights(open_source(hf_export), folder, tokenizer, say=lambda _: None)
@@ -285,7 +285,7 @@ def write_official_checkpoint(folder, vocab_file, step=1000000):
 def bert_case(tmp_path_factory, bert_vocab_file, small):
     """A tiny model with embedding size = hidden size, exported as a BERT checkpoint."""
     from checkpoints.exporters import export_bert
-    from training.model_folder import load_model_folder, write_model_folder
+    from storage.model_folder import load_model_folder, write_model_folder
     from configs.pretraining_config import PretrainingConfig
     from pretrain.builder import build_pretrainer
 

@@ -25,7 +25,7 @@ def tokenizer(tmp_path_factory):
 
 
 def model_folder(root, tokenizer, seed=0, **overrides):
-    from training.model_folder import load_model_folder, write_model_folder
+    from storage.model_folder import load_model_folder, write_model_folder
     from pretrain.builder import build_pretrainer
 
     config = tiny_config(model_name="original", data_dir=str(root), **overrides)

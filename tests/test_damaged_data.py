@@ -12,7 +12,7 @@ import pytest
 import run_pretraining
 from data import inspect_dataset, tfrecords
 from tests.helpers import MICRO_MODEL, build_tiny_dataset
-from training import checkpointing
+from storage import model_folder
 
 FAST = {"model_size": "electra_tiny", "model_hparam_overrides": MICRO_MODEL, "train_batch_size": 8,
         "eval_batch_size": 8, "num_warmup_steps": 10, "iterations_per_loop": 10, "save_checkpoints_steps": 10}
@@ -138,7 +138,7 @@ def test_a_damaged_latest_checkpoint_names_the_file_and_the_older_one(data_dir, 
         for path in model_dir.glob("ckpt-*"):
             path.rename(moved / path.name)
         run = run_pretraining.prepare(run_pretraining.parse_args(cli(data_dir, num_train_steps=30)))
-        assert checkpointing.latest_checkpoint(model_dir) is None and run.saved_config is None  # a new run
+        assert model_folder.latest_checkpoint(model_dir) is None and run.saved_config is None  # a new run
         return
     assert f"ckpt-10 is complete: move ckpt-20.* out of {model_dir}" in line
 

@@ -205,7 +205,7 @@ def test_text_scores_sum_the_energies_of_the_weighted_tokens():
 def model_folders(tmp_path_factory):
     """<data>/models/electric (a tiny Electric model) and <data>/models/electra, with a word vocabulary."""
     from pretrain.builder import build_pretrainer
-    from training.model_folder import write_model_folder
+    from storage.model_folder import write_model_folder
 
     root = tmp_path_factory.mktemp("score")
     vocab = root / "vocab.txt"
@@ -271,7 +271,7 @@ def test_reference_ranking_scores_plain_electra_by_minus_the_sum_of_its_logits(t
     text at a time from the discriminator and its head."""
     from bench.electric_ranking import reference_fractions, texts_and_copies
     from pretrain.builder import build_pretrainer
-    from training.model_folder import load_model_folder, write_model_folder
+    from storage.model_folder import load_model_folder, write_model_folder
     from training.score import batch_inputs, folder_tokenizer
 
     words = [first + second for first in "abcdefgh" for second in "abcdefgh"][:VOCAB_SIZE - 5]

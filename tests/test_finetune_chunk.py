@@ -368,7 +368,7 @@ def data_dir(tmp_path_factory, vocab_file):
 
     from configs.pretraining_config import PretrainingConfig
     from pretrain.builder import build_pretrainer
-    from training.checkpointing import model_trackable
+    from storage.model_folder import model_trackable
 
     root = tmp_path_factory.mktemp("chunk_run")
     folder = root / "models" / "tiny"

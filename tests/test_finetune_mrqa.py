@@ -198,7 +198,7 @@ def tiny_model_folder(root, vocab_words):
     from configs.pretraining_config import PretrainingConfig
     from pretrain.builder import build_pretrainer
     from tests.helpers import MICRO_MODEL, SPECIALS
-    from training.checkpointing import model_trackable
+    from storage.model_folder import model_trackable
 
     folder = root / "models" / "tiny"
     folder.mkdir(parents=True)
@@ -398,7 +398,7 @@ def newsqa_root(tmp_path_factory, mrqa_files, bert_vocab_file):
     from configs.pretraining_config import PretrainingConfig
     from pretrain.builder import build_pretrainer
     from tests.helpers import MICRO_MODEL
-    from training.checkpointing import model_trackable
+    from storage.model_folder import model_trackable
 
     root = tmp_path_factory.mktemp("mrqa_run")
     folder = root / "models" / "tiny"

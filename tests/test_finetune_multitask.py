@@ -300,7 +300,7 @@ def data_dir(tmp_path_factory):
 
     from configs.pretraining_config import PretrainingConfig
     from pretrain.builder import build_pretrainer
-    from training.checkpointing import model_trackable
+    from storage.model_folder import model_trackable
 
     root = tmp_path_factory.mktemp("multitask")
     corpus = write_corpus(root / "corpus", max_documents=20)

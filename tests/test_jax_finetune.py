@@ -44,7 +44,7 @@ def setup(tmp_path_factory):
     from finetune.tf_trainer import TFTrainer
     from finetune.trials import TrialRunner, prepare_tasks
     from pretrain.builder import build_pretrainer
-    from training.checkpointing import model_trackable
+    from storage.model_folder import model_trackable
 
     root = tmp_path_factory.mktemp("jax_finetune")
     corpus = write_corpus(root / "corpus", max_documents=40)

@@ -1,9 +1,9 @@
-"""training/model_folder.py: the one reader and writer of pretrained model folders (no model is built here)."""
+"""storage/model_folder.py: the one reader and writer of pretrained model folders (no model is built here)."""
 import pytest
 
 from common.errors import InputError
 from configs.pretraining_config import PretrainingConfig
-from training import model_folder
+from storage import model_folder
 
 
 def fake_folder(path, steps=(2, 5), vocab=("vocab.txt",)):

@@ -13,12 +13,11 @@ import pytest
 import tensorflow as tf
 
 import run_pretraining
-from training.model_folder import write_model_folder
 from configs.pretraining_config import PretrainingConfig
 from pretrain.builder import build_pretrainer
 from tests.conftest import REPO_ROOT
 from tests.helpers import MICRO_MODEL, build_tiny_dataset
-from training import checkpointing
+from storage import model_folder
 
 FAST = {"model_size": "electra_tiny", "model_hparam_overrides": MICRO_MODEL, "train_batch_size": 8, "eval_batch_size": 8,
         "num_warmup_steps": 10, "iterations_per_loop": 10}
@@ -160,12 +159,12 @@ def test_a_weights_only_folder_trains_in_place_with_a_fresh_optimizer(data_dir, 
     imported = data_dir / "models" / "imported"
     config = PretrainingConfig.load(source / "config.json")
     pretrainer = build_pretrainer(config)
-    checkpointing.restore_weights(pretrainer, str(source / "ckpt-10"))
-    write_model_folder(imported, config, pretrainer, source / "vocab.txt")  # what an import writes
+    model_folder.restore_weights(pretrainer, str(source / "ckpt-10"))
+    model_folder.write_model_folder(imported, config, pretrainer, source / "vocab.txt")  # what an import writes
     reader = tf.train.load_checkpoint(str(source / "ckpt-10"))
     weights = {k: reader.get_tensor(k) for k in reader.get_variable_to_shape_map()
                if k.startswith("model/weights_by_path/") and "seed" not in k}
-    assert not checkpointing.holds_optimizer_state(str(imported / "ckpt-0"))
+    assert not model_folder.holds_optimizer_state(str(imported / "ckpt-0"))
     capsys.readouterr()
 
     run_pretraining.main(cli(data_dir, "--hparams", hparams(num_train_steps=4, learning_rate=0.0,

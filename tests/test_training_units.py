@@ -58,7 +58,7 @@ def test_tensorflow_only_tools_refuse_another_backend_in_one_line(monkeypatch):
     import pytest
 
     from common.errors import InputError
-    from training.backend import require_tensorflow_backend
+    from storage.model_folder import require_tensorflow_backend
 
     require_tensorflow_backend("run_pretraining.py")  # the test suite runs on the tensorflow backend
     monkeypatch.setattr(keras.backend, "backend", lambda: "jax")

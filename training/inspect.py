@@ -35,7 +35,7 @@ import numpy as np  # noqa: E402
 
 from data import paths  # noqa: E402
 from common.errors import InputError, exit_on_input_error  # noqa: E402
-from training.backend import require_tensorflow_backend  # noqa: E402
+from storage.model_folder import require_tensorflow_backend  # noqa: E402
 
 MASK_LITERAL = "[MASK]"
 CAUGHT = 0.5  # the threshold of the run's disc_precision / disc_recall
@@ -51,7 +51,7 @@ class Inspector:
     """A model folder's pretrainer, tokenizer and config, and the two things it shows."""
 
     def __init__(self, folder):
-        from training.model_folder import load_model_folder
+        from storage.model_folder import load_model_folder
         from data.tokenization import load_tokenizer
 
         self.folder = load_model_folder(folder)
@@ -154,7 +154,7 @@ def softmax(logits):
 
 def model_folder(data_dir, name):
     """<data-dir>/models/<name>, checked: one line naming what is missing when it is not a model folder."""
-    from training.model_folder import CONFIG_FILE, has_config, latest_checkpoint
+    from storage.model_folder import CONFIG_FILE, has_config, latest_checkpoint
 
     models = paths.models_dir(data_dir)
     folder = models / name

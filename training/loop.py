@@ -9,7 +9,8 @@ import tensorflow as tf
 from data import tfrecords
 from pretrain.builder import build_for_training
 from pretrain.metrics import add_stats
-from training import checkpointing, curves, model_folder, reporting, run_config, strategy as strategy_lib
+from storage import model_folder
+from training import checkpointing, curves, reporting, run_config, strategy as strategy_lib
 from training.collapse import ELECTRIC_NOTE, collapse_detector
 from training.step import EXAMPLES, SKIPPED, TOKENS, PretrainingSteps
 
@@ -72,8 +73,7 @@ class Run:
         if not self.chief:
             return
         model_folder.write_config(self.model_dir, self.config)
-        if not (self.model_dir / model_folder.vocab_copy_name(self.vocab_file)).exists():
-            model_folder.copy_vocab(self.model_dir, self.vocab_file)  # a resumed run's copy was checked already
+        model_folder.copy_vocab(self.model_dir, self.vocab_file, replace=False)  # a resumed run's was checked
 
     def run(self):
         config, strategy, say = self.config, self.strategy, self.reporter.print
@@ -82,21 +82,22 @@ class Run:
         steps = PretrainingSteps(strategy, pretrainer, optimizer, seed=config.seed,
                                  accumulation_steps=config.gradient_accumulation_steps, jit_compile=jit,
                                  dynamic_loss_scale=config.mixed_precision == "mixed_float16")
-        checkpoint = tf.train.Checkpoint(model=checkpointing.model_trackable(pretrainer), optimizer=optimizer,
+        checkpoint = tf.train.Checkpoint(model=model_folder.model_trackable(pretrainer), optimizer=optimizer,
                                          **steps.trackables())
         checkpoints = checkpointing.Checkpoints(self.model_dir, checkpoint, config.keep_checkpoint_max,
                                                 chief=self.chief, worker_id=strategy_lib.worker_id(strategy))
         restored = self.restore(pretrainer, checkpoints)
         if restored:
             if restored != checkpoints.listed_latest:
-                say(f"Note: {checkpoints.listed_latest} is listed in {self.model_dir / 'checkpoint'} but its "
-                    "files are gone; resuming from the newest checkpoint still there.")
+                state_file = self.model_dir / model_folder.STATE_FILE
+                say(f"Note: {checkpoints.listed_latest} is listed in {state_file} but its files are gone; resuming "
+                    "from the newest checkpoint still there.")
             say(f"Resuming from {restored} at step {int(optimizer.iterations.numpy())}.")
             changed = run_config.changed_fields(self.saved_config, config)
             if changed:
                 say(f"Note: these settings differ from the saved run and apply from now on: {', '.join(changed)}")
         elif self.init_checkpoint:
-            checkpointing.restore_weights(pretrainer, self.init_checkpoint)
+            model_folder.restore_weights(pretrainer, self.init_checkpoint)
             say(f"Starting from the weights of {self.init_checkpoint} with a fresh optimizer.")
         self.write_model_folder()
         step = int(optimizer.iterations.numpy())
@@ -192,10 +193,10 @@ class Run:
         latest = checkpoints.latest
         if not latest:
             return None
-        with checkpointing.explaining_damage(self.model_dir, latest):
-            if checkpointing.holds_optimizer_state(latest):
+        with model_folder.explaining_damage(self.model_dir, latest):
+            if model_folder.holds_optimizer_state(latest):
                 return checkpoints.restore_latest()
-            checkpointing.restore_weights(pretrainer, latest, label="model folder checkpoint", use_other=None)
+            model_folder.restore_weights(pretrainer, latest, label="model folder checkpoint", use_other=None)
         self.reporter.print(f"{latest} holds weights only (an imported model): training starts from them "
                             "with a fresh optimizer at step 0.")
         return None

@@ -11,7 +11,7 @@ from configs.model_config import available_model_sizes
 from configs.pretraining_config import PretrainingConfig
 from data import paths, tfrecords
 from common.errors import InputError
-from training import model_folder
+from storage import model_folder
 
 # What must agree between a saved run and the resumed one (the variables' shapes and meaning).
 SHAPE_FIELDS = ("electra_objective", "uniform_generator", "untied_generator", "untied_generator_embeddings",

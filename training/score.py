@@ -38,7 +38,7 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 import numpy as np  # noqa: E402
 
 from common.errors import InputError, exit_on_input_error  # noqa: E402
-from training.backend import require_tensorflow_backend  # noqa: E402
+from storage.model_folder import require_tensorflow_backend  # noqa: E402
 from data import paths  # noqa: E402
 from data.progress import ProgressLine  # noqa: E402
 
@@ -104,7 +104,7 @@ def score_ids(pretrainer, config, id_lists, length=None, scorer="energy"):
 
 
 def folder_tokenizer(folder):
-    """The tokenizer of a loaded model folder (training.model_folder.load_model_folder): its WordPiece
+    """The tokenizer of a loaded model folder (storage.model_folder.load_model_folder): its WordPiece
     vocabulary or SentencePiece model, cased as it was trained."""
     from data.tokenization import load_tokenizer
 
@@ -117,7 +117,7 @@ class Scorer:
     checkpoint prefix in it); `scorer` one of SCORERS."""
 
     def __init__(self, path, name=None, scorer="energy"):
-        from training.model_folder import load_model_folder, read_config
+        from storage.model_folder import load_model_folder, read_config
 
         path = pathlib.Path(path)
         folder = path if path.is_dir() else path.parent
@@ -194,7 +194,7 @@ def parse_args(argv=None):
 @exit_on_input_error
 def main(argv=None, stdout=None):
     from training.inspect import model_folder
-    from training.model_folder import read_config
+    from storage.model_folder import read_config
 
     args = parse_args(argv)
     stdout = stdout or sys.stdout

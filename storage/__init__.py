@@ -1,0 +1,4 @@
+"""The storage layer: a model folder on disk (config, vocabulary, checkpoint state file, checkpoints,
+restoring weights), below every package that uses one (training/, finetune/, checkpoints/, inference/,
+the studies), so that they agree on what a folder means and none of them reads its files by name.
+storage.model_folder is the whole API; it imports nothing above pretrain/."""
