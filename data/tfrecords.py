@@ -184,6 +184,22 @@ def shard_files(dataset_dir, metadata: Dict) -> List[str]:
     return [str(pathlib.Path(dataset_dir) / shard["file"]) for shard in metadata["shards"]]
 
 
+def split_shards(dataset_dir, metadata: Dict, do_eval: bool, holdout_shards: int) -> Tuple[List[str], List[str]]:
+    """(train files, eval files): with do_eval and ≥ 2 shards the last `holdout_shards` are held out. With
+    the dataset, so that pretraining, its JAX export and the inspector's held-out text split it alike."""
+    files = [f for f, shard in zip(shard_files(dataset_dir, metadata), metadata["shards"]) if shard["examples"] > 0]
+    if not files:
+        raise InputError(f"{dataset_dir}: the dataset has no examples; build it from a larger corpus")
+    if not do_eval:
+        return files, []
+    if holdout_shards and len(files) >= 2:
+        if holdout_shards >= len(files):
+            raise InputError(f"{dataset_dir}: eval_holdout_shards={holdout_shards} leaves no shard of {len(files)} "
+                             "for training; lower it in --hparams")
+        return files[:-holdout_shards], files[-holdout_shards:]
+    return files, files  # one shard: evaluate on training data (said in the log)
+
+
 def feature_spec(max_seq_length: int):
     import tensorflow as tf
 

@@ -78,20 +78,8 @@ def load_dataset(config):
 
 
 def split_shards(config, dataset_dir, metadata):
-    """(train files, eval files): with do_eval and ≥ 2 shards the last eval_holdout_shards are held out."""
-    files = [f for f, shard in zip(tfrecords.shard_files(dataset_dir, metadata), metadata["shards"])
-             if shard["examples"] > 0]
-    if not files:
-        raise InputError(f"{dataset_dir}: the dataset has no examples; build it from a larger corpus")
-    if not config.do_eval:
-        return files, []
-    holdout = config.eval_holdout_shards
-    if holdout and len(files) >= 2:
-        if holdout >= len(files):
-            raise InputError(f"{dataset_dir}: eval_holdout_shards={holdout} leaves no shard of {len(files)} for "
-                             "training; lower it in --hparams")
-        return files[:-holdout], files[-holdout:]
-    return files, files  # one shard: evaluate on training data (said in the log)
+    """(train files, eval files) as the config's do_eval and eval_holdout_shards split the dataset."""
+    return tfrecords.split_shards(dataset_dir, metadata, config.do_eval, config.eval_holdout_shards)
 
 
 def vocab_source(metadata, dataset_dir):
