@@ -1,5 +1,5 @@
 """Electric (docs/reproduction.md#electric): the two-tower cloze generator, the noise-contrastive
-discriminator logit and labels, the config switch, and scoring text with training.score.
+discriminator logit and labels, the config switch, and scoring text with inference.score.
 
 The real-data tier (ELECTRA_SHARED_DATA) trains one small Electric model on Wikipedia (a module fixture
 shared by two tests): its losses fall, and its score prefers real sentences to the same sentences with two
@@ -218,7 +218,7 @@ def model_folders(tmp_path_factory):
 
 
 def test_score_cli_prints_scores_and_energies_batched(model_folders, tmp_path, monkeypatch, capsys):
-    from training import score
+    from inference import score
 
     monkeypatch.setattr(score, "PROGRESS_MIN_TEXTS", 3)  # progress (rate, ETA) on stderr from 3 texts on
 
@@ -256,7 +256,7 @@ def test_score_cli_prints_scores_and_energies_batched(model_folders, tmp_path, m
 @pytest.mark.parametrize("scorer, says", [("energy", "not an Electric model"),
                                           ("cloze", "reads a two-tower generator")])
 def test_score_refuses_a_model_without_what_the_scorer_reads(model_folders, capsys, scorer, says):
-    from training import score
+    from inference import score
 
     with pytest.raises(SystemExit) as raised:
         score.main(["--model-name", "electra", "--data-dir", str(model_folders), "--scorer", scorer, "word1 word2"])
@@ -272,7 +272,7 @@ def test_reference_ranking_scores_plain_electra_by_minus_the_sum_of_its_logits(t
     from bench.electric_ranking import reference_fractions, texts_and_copies
     from pretrain.builder import build_pretrainer
     from storage.model_folder import load_model_folder, write_model_folder
-    from training.score import batch_inputs, folder_tokenizer
+    from inference.score import batch_inputs, folder_tokenizer
 
     words = [first + second for first in "abcdefgh" for second in "abcdefgh"][:VOCAB_SIZE - 5]
     vocab = tmp_path / "vocab.txt"
@@ -305,7 +305,7 @@ def test_cloze_scorer_sums_log_q_of_each_token_by_hand(model, model_folders):
     import json
     import types
 
-    from training import score
+    from inference import score
 
     config = types.SimpleNamespace(cls_token_id=CLS, sep_token_id=SEP, mask_token_id=MASK)
     texts = [[5, 6, 7, 8], [7, 6, 5, 8], [9, 10]]
@@ -383,13 +383,13 @@ def test_score_ranks_wikipedia_sentences_above_corrupted_copies(wiki_electric, w
     The swap assertion only guards against an inverted score; the replacement one checks the score's sign
     and summation on real text with as many tokens on both sides.
 
-    The same texts by the two-tower cloze model's Σ log q (training.score --scorer cloze), measured: above
+    The same texts by the two-tower cloze model's Σ log q (inference.score --scorer cloze), measured: above
     swapped 0.615, shuffled 0.915, replaced 0.955. The generator, trained by its own softmax, has learned
     order that the energies have not yet: most swaps, nearly all shuffles.
     """
     from bench.electric_ranking import ranking_fractions
     from bench.shared_data import plain_wikipedia_sentences
-    from training.score import Scorer
+    from inference.score import Scorer
 
     fractions = ranking_fractions(Scorer(wiki_electric), plain_wikipedia_sentences(wiki_shards[1], NUM_SENTENCES))
     print(f"original above swapped: {fractions['swap']:.3f}; above shuffled: {fractions['shuffle']:.3f}; "
@@ -411,7 +411,7 @@ def test_cloze_samples_replace_one_token_by_a_draw_from_q(model):
     import types
 
     from bench.electric_ranking import cloze_samples
-    from training.score import batch_inputs
+    from inference.score import batch_inputs
 
     config = types.SimpleNamespace(cls_token_id=CLS, sep_token_id=SEP, mask_token_id=MASK)
     text = [5, 6, 7]

@@ -1,10 +1,13 @@
-"""python -m training.inspect on a tiny trained model folder, and the curves PNG a pretraining run ends with.
+"""python -m inference.inspect on a tiny trained model folder, and the curves PNG a pretraining run ends with.
 
 One 4-step run (micro towers, 32-token examples, the last of 2 shards held out) serves every test.
 """
 import contextlib
 import io
 import json
+import pathlib
+import subprocess
+import sys
 
 import keras
 import numpy as np
@@ -13,7 +16,7 @@ import pytest
 import run_pretraining
 from data import tfrecords
 from tests.helpers import MICRO_MODEL, build_tiny_dataset
-from training import inspect as inspector_cli
+from inference import inspect as inspector_cli
 
 MODEL = "inspected"
 SENTENCES = ["the interpreter reads a line of input and executes it .",
@@ -157,3 +160,14 @@ def test_a_text_longer_than_the_model_reads_is_truncated_with_a_note(trained, ca
     assert capsys.readouterr().err.strip() == (
         f"note: {path} line 2 is 40 tokens long but {MODEL} reads 32 ([CLS] and [SEP] included), so it is "
         "truncated to its first 30 tokens")
+
+
+@pytest.mark.parametrize("module", ["inference.inspect", "inference.score", "training.inspect", "training.score"])
+def test_the_commands_answer_by_their_names_and_the_old_ones_still_do(module):
+    """python -m inference.inspect / inference.score, and training.inspect / training.score: the names used
+    before the tools moved out of training/, kept as aliases for commands and scripts written then."""
+    root = pathlib.Path(__file__).resolve().parents[1]
+    result = subprocess.run([sys.executable, "-m", module, "--help"], cwd=root, capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith(f"usage: python -m inference.{module.split('.')[1]} ")

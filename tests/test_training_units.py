@@ -62,9 +62,9 @@ def test_tensorflow_only_tools_refuse_another_backend_in_one_line(monkeypatch):
 
     require_tensorflow_backend("run_pretraining.py")  # the test suite runs on the tensorflow backend
     monkeypatch.setattr(keras.backend, "backend", lambda: "jax")
-    with pytest.raises(InputError, match=r"^KERAS_BACKEND=jax: training.score needs the tensorflow backend .*"
+    with pytest.raises(InputError, match=r"^KERAS_BACKEND=jax: inference.score needs the tensorflow backend .*"
                                          r"unset KERAS_BACKEND, or use training_jax for JAX$"):
-        require_tensorflow_backend("training.score")
+        require_tensorflow_backend("inference.score")
 
 
 def test_no_collapse_warnings_for_electric():
