@@ -46,7 +46,7 @@ def weights_step(path, step=None):
 def import_jax_weights(config, weights_path, vocab_file, folder, step, overwrite=False):
     """The model folder `folder` from JAX weights: config (its model_name the folder's), the vocabulary, and
     ckpt-<step> holding exactly the weights read (float16 ones widened to float32)."""
-    from training import model_folder
+    from storage import model_folder
     from training_jax.weights import pretrainer_with_weights, read_weights
 
     weights_path = pathlib.Path(weights_path)
