@@ -13,7 +13,7 @@ import sys
 
 
 from training_jax.pretrain import METRICS_FILE, read_metrics
-from bench.study.plan import ARMS
+from studies.rtd_vs_mlm.plan import ARMS
 from training.curves import CURVES, curve_grid
 
 

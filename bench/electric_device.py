@@ -26,8 +26,8 @@ import time
 from bench.electric_ranking import (CORRUPTIONS, MODEL_NAME, SHARDS, cloze_order_row, cloze_sample_row,
                                     corrupted_copies, electric_hparams, fractions_from_results, print_header,
                                     print_row, score_id_lists, scored_ranking, warmup_steps)
-from bench.study import device as study_device
-from bench.study.stages import log
+from studies.rtd_vs_mlm import device as study_device
+from studies.rtd_vs_mlm.stages import log
 from common import atomic
 from common.errors import InputError
 

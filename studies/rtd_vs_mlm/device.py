@@ -1,6 +1,6 @@
 """The RTD-vs-MLM study with its pretraining and fine-tuning on an accelerator that holds JAX but no
-TensorFlow (bench/rtd_vs_mlm.py's --device-* stages). The training itself is training_jax's; this module
-only moves the study's work there and back.
+TensorFlow (the --device-* stages of python -m studies.rtd_vs_mlm). The training itself is training_jax's;
+this module only moves the study's work there and back.
 
 Here (TensorFlow):
   export   the dataset's examples as arrays, each arm's resolved config, the study's plan, and the
@@ -26,8 +26,8 @@ import sys
 import time
 
 from common import atomic
-from bench.study.plan import ARMS, CONTROL, Plan, pretraining_hparams
-from bench.study.stages import REPO, add_timing, log
+from studies.rtd_vs_mlm.plan import ARMS, CONTROL, Plan, pretraining_hparams
+from studies.rtd_vs_mlm.stages import REPO, add_timing, log
 from common.errors import InputError
 from training import model_folder
 
@@ -134,7 +134,7 @@ def fit_record(plan):
     """study.json's "fit" block: how training_jax.pretrain --fit-minutes sizes both arms together (ELECTRA
     the unit, MLM at equal FLOPs: bench/flops.py, the ratio Plan.steps uses) by the plan's own rules, at most
     the plan's ELECTRA steps (the GPU plan exports 1,000,000, ELECTRA-Small's; a test a few)."""
-    from bench.study.plan import WARMUP_FRACTION
+    from studies.rtd_vs_mlm.plan import WARMUP_FRACTION
 
     return {"arms": list(ARMS), "steps_per_unit": {arm: plan.steps_per_electra_step(arm) for arm in ARMS},
             "budgets": plan.budgets, "warmup_fraction": WARMUP_FRACTION, "evals": EVALS_PER_RUN,
@@ -212,12 +212,12 @@ def device_commands(study_dir, study):
     between. The calls' lengths are the export's (CALL_MINUTES; a test gives seconds' worth)."""
     study_dir = pathlib.Path(study_dir)
     first, second = study.get("call_minutes", CALL_MINUTES)
-    runs, collect = f"$S/{RUNS}", "python3 -m bench.rtd_vs_mlm --device-collect $S --out $OUT --part"
+    runs, collect = f"$S/{RUNS}", "python3 -m studies.rtd_vs_mlm --device-collect $S --out $OUT --part"
     pretrain = (f"{PRELUDE} S={study_dir}; mkdir -p {runs}; for arm in {' '.join(ARMS)}; do "
                 f"XLA_PYTHON_CLIENT_MEM_FRACTION=.45 python3 -m training_jax.pretrain --study $S --arm $arm "
                 f"--out {runs}/$arm --fit-minutes {first - PRETRAIN_RESERVE_MINUTES:g} > {runs}/$arm.log 2>&1 & "
                 f"done; wait; {collect} pretraining")
-    finetune = (f"{PRELUDE} S={study_dir}; python3 -m bench.rtd_vs_mlm --device-finetune $S --minutes "
+    finetune = (f"{PRELUDE} S={study_dir}; python3 -m studies.rtd_vs_mlm --device-finetune $S --minutes "
                 f"{second - FINETUNE_RESERVE_MINUTES:g}; {collect} finetuning")
     seeds = study["plan"]["seeds"]
     return [(f"call 1 (timeout_s {round(first * 60 + 30)}; carry [\"{WHEELS_DIR}\", \"{study_dir}\"]): both arms "
@@ -229,7 +229,7 @@ def device_commands(study_dir, study):
 
 
 # ---------------------------------------------------------------- there: size, fine-tune, collect
-def read_study(study_dir, exporter="bench/rtd_vs_mlm.py --device-export"):
+def read_study(study_dir, exporter="python -m studies.rtd_vs_mlm --device-export"):
     """study.json of an export folder; InputError naming the command that writes it when it is missing."""
     from training_jax.pretrain import STUDY_FILE
 
@@ -544,7 +544,7 @@ def print_summary(study_dir, study, record, out, part):
                           "call 1 again (each run continues from its saved state, or starts over on a fresh "
                           "machine); with under 4 minutes of device time left, import what came back instead"))
     else:
-        print("next: back where TensorFlow is: python -m bench.rtd_vs_mlm <the export's flags> --device-results OUT "
+        print("next: back where TensorFlow is: python -m studies.rtd_vs_mlm <the export's flags> --device-results OUT "
               "(OUT: the folder the two calls' files came back to)")
 
 
@@ -680,7 +680,7 @@ def pretrainer_with_weights(config, weights, path):
     """The config's pretrainer holding the weights saved by training_jax.pretrain.
 
     Built in float32, not the config's precision: it only holds weights, which are float32 either way.
-    Backend-neutral: the Electric bench scores with it on the accelerator too."""
+    Backend-neutral: the Electric study scores with it on the accelerator too."""
     from pretrain.builder import build_pretrainer
 
     return assign_weights(build_pretrainer(config, dtype="float32"), weights, path)

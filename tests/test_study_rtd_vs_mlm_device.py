@@ -1,13 +1,11 @@
-"""bench/study/device.py: the study's work moved to an accelerator without TensorFlow and back."""
+"""studies/rtd_vs_mlm/device.py: the study's work moved to an accelerator without TensorFlow and back."""
 import json
 import shutil
 
 import pytest
 
-from bench import rtd_vs_mlm
-from bench.study import plan as study_plan, stages
-from bench.study import device
-from tests.test_bench_rtd_vs_mlm import plan_in
+from studies.rtd_vs_mlm import cli as rtd_vs_mlm, device, plan as study_plan, stages
+from tests.test_study_rtd_vs_mlm import plan_in
 
 
 def export_tiny_study(tmp_path, electra_steps=6, budgets=2, finetune_tasks=False, export=None, minutes=None,

@@ -8,7 +8,7 @@ import subprocess
 import sys
 import time
 
-from bench.study.plan import ARMS, CONTROL, pretraining_hparams
+from studies.rtd_vs_mlm.plan import ARMS, CONTROL, pretraining_hparams
 from common import atomic
 from configs.pretraining_config import PretrainingConfig
 from training import model_folder

@@ -2,8 +2,8 @@
 score-vs-FLOPs figure and the pretraining curves; rewritten after every fine-tuning run."""
 import json
 
-from bench.study.plan import ARMS, CONTROL
-from bench.study.stages import TIMINGS, finetuned, results_file
+from studies.rtd_vs_mlm.plan import ARMS, CONTROL
+from studies.rtd_vs_mlm.stages import TIMINGS, finetuned, results_file
 from finetune.registry import get_task
 from training.curves import CURVES, training_curves
 

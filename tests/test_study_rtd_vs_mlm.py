@@ -1,12 +1,11 @@
-"""bench/rtd_vs_mlm.py: equal-FLOP budgets, per-checkpoint model folders, and the summary of what finished."""
+"""studies/rtd_vs_mlm: equal-FLOP budgets, per-checkpoint model folders, and the summary of what finished."""
 import json
 import threading
 
 import pytest
 import tensorflow as tf
 
-from bench import rtd_vs_mlm
-from bench.study import plan as study_plan, report, stages
+from studies.rtd_vs_mlm import cli as rtd_vs_mlm, plan as study_plan, report, stages
 from finetune.registry import get_task
 
 

@@ -1,6 +1,6 @@
 """The paper's central comparison at small scale: replaced-token detection vs masked LM at equal compute.
 
-    python -m bench.rtd_vs_mlm --work-dir runs/rtd_vs_mlm          # hours on 2 cores; stop and rerun freely
+    python -m studies.rtd_vs_mlm --work-dir runs/rtd_vs_mlm          # hours on 2 cores; stop and rerun freely
 
 One encoder shape is pretrained twice on the shared Wikipedia shards with BERT's vocabulary, by
 run_pretraining.py: the ELECTRA objective and the MLM-only objective, with the same data and
@@ -23,7 +23,7 @@ Stages, each skipped when its output is complete, so the same command continues 
 <work>/timings.json adds up the wall-clock seconds of every stage the script ran (across restarts; a run
 cut off by a stop is not counted, its rerun is).
 
-Pretraining and fine-tuning on an accelerator without TensorFlow (JAX only; bench/study/device.py):
+Pretraining and fine-tuning on an accelerator without TensorFlow (JAX only; studies/rtd_vs_mlm/device.py):
   --device-export DIR    stage 1, then each arm's resolved config, the examples and the fine-tuning tasks as
                          arrays into DIR, and the accelerator's commands (printed, and in DIR/COMMANDS.txt):
                          --device-size DIR, training_jax.pretrain per arm, --device-finetune DIR,
@@ -44,9 +44,9 @@ import json
 import os
 import pathlib
 
-from bench.study.plan import ARMS, CONTROL, Plan
-from bench.study.report import write_summary
-from bench.study.stages import (REPO, budget_folder, build_dataset, control_folder, finetune, finetuned, log,
+from studies.rtd_vs_mlm.plan import ARMS, CONTROL, Plan
+from studies.rtd_vs_mlm.report import write_summary
+from studies.rtd_vs_mlm.stages import (REPO, budget_folder, build_dataset, control_folder, finetune, finetuned, log,
                                 pretrain, ready_budgets)
 from common.errors import InputError, exit_on_input_error
 from finetune.registry import get_task
@@ -56,7 +56,8 @@ DEFAULT_ELECTRA_STEPS = 1500
 
 @exit_on_input_error
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(prog="python -m studies.rtd_vs_mlm", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--work-dir", type=pathlib.Path, default=None, help="the study's folder (required but "
                         "for the accelerator's stages --device-size, --device-finetune and --device-collect)")
     parser.add_argument("--shared-data", type=pathlib.Path,
@@ -107,7 +108,7 @@ def main(argv=None):
                              "15-minute plan of docs/jax_gpu.md)")
     args = parser.parse_args(argv)
     if args.device_size or args.device_finetune or args.device_collect:
-        from bench.study import device
+        from studies.rtd_vs_mlm import device
 
         if args.device_size:
             device.size_on_device(args.device_size, args.minutes or 2 * device.PIECE_MINUTES)
@@ -158,7 +159,7 @@ def main(argv=None):
         return
     build_dataset(plan)
     if args.device_export:
-        from bench.study.device import export_for_device
+        from studies.rtd_vs_mlm.device import export_for_device
 
         export_for_device(plan, args.device_export.resolve(), minutes=call_minutes(args.call_minutes),
                           shown_as=args.device_export)
@@ -168,7 +169,7 @@ def main(argv=None):
         log(f"{args.pretrain_only} pretrained to {plan.steps(args.pretrain_only)} steps")
         return
     if args.device_results:
-        from bench.study.device import import_device_finetuning, import_device_run
+        from studies.rtd_vs_mlm.device import import_device_finetuning, import_device_run
 
         for arm in ARMS:
             import_device_run(plan, arm, args.device_results.resolve())
@@ -210,7 +211,7 @@ def call_minutes(text):
 
 def sized_electra_steps(results_dir, given):
     """The ELECTRA steps the accelerator sized (its plan.json), checked against --electra-steps if given."""
-    from bench.study.device import PLAN_FILE
+    from studies.rtd_vs_mlm.device import PLAN_FILE
 
     path = pathlib.Path(results_dir) / PLAN_FILE
     if not path.is_file():
