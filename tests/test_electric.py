@@ -266,10 +266,10 @@ def test_score_refuses_a_model_without_what_the_scorer_reads(model_folders, caps
 
 
 def test_reference_ranking_scores_plain_electra_by_minus_the_sum_of_its_logits(tmp_path):
-    """bench.electric_ranking --reference-electra: a plain ELECTRA checkpoint ranks each text by -Σ of its
+    """studies.electric.ranking --reference-electra: a plain ELECTRA checkpoint ranks each text by -Σ of its
     discriminator's logits over the text's own tokens ([CLS] and [SEP] read, not summed), recomputed here one
     text at a time from the discriminator and its head."""
-    from bench.electric_ranking import reference_fractions, texts_and_copies
+    from studies.electric.ranking import reference_fractions, texts_and_copies
     from pretrain.builder import build_pretrainer
     from storage.model_folder import load_model_folder, write_model_folder
     from inference.score import batch_inputs, folder_tokenizer
@@ -342,7 +342,7 @@ def wiki_electric(tmp_path_factory, wiki_shards):
 
     import build_pretraining_dataset
     import run_pretraining
-    from bench.shared_data import write_wikipedia_slice
+    from studies.shared_data import write_wikipedia_slice
 
     root = tmp_path_factory.mktemp("wiki_electric")
     corpus = write_wikipedia_slice(wiki_shards[0], root / "corpus", WIKI_BYTES)
@@ -387,8 +387,8 @@ def test_score_ranks_wikipedia_sentences_above_corrupted_copies(wiki_electric, w
     swapped 0.615, shuffled 0.915, replaced 0.955. The generator, trained by its own softmax, has learned
     order that the energies have not yet: most swaps, nearly all shuffles.
     """
-    from bench.electric_ranking import ranking_fractions
-    from bench.shared_data import plain_wikipedia_sentences
+    from studies.electric.ranking import ranking_fractions
+    from studies.shared_data import plain_wikipedia_sentences
     from inference.score import Scorer
 
     fractions = ranking_fractions(Scorer(wiki_electric), plain_wikipedia_sentences(wiki_shards[1], NUM_SENTENCES))
@@ -406,11 +406,11 @@ def test_score_ranks_wikipedia_sentences_above_corrupted_copies(wiki_electric, w
 
 
 def test_cloze_samples_replace_one_token_by_a_draw_from_q(model):
-    """bench.electric_ranking.cloze_samples: one position per text, never the original token nor a special
+    """studies.electric.ranking.cloze_samples: one position per text, never the original token nor a special
     one, drawn in proportion to the cloze model's softmax there (checked at one position over 600 draws)."""
     import types
 
-    from bench.electric_ranking import cloze_samples
+    from studies.electric.ranking import cloze_samples
     from inference.score import batch_inputs
 
     config = types.SimpleNamespace(cls_token_id=CLS, sep_token_id=SEP, mask_token_id=MASK)

@@ -23,7 +23,7 @@ import math
 
 
 import build_pretraining_dataset
-from bench.shared_data import write_wikipedia_slice
+from studies.shared_data import write_wikipedia_slice
 import run_pretraining
 from tests.helpers import train_scalars
 

@@ -1,7 +1,7 @@
-"""bench/electric_synthetic.py: the control language really is decided by context (the bench's premise)."""
+"""studies/electric/synthetic.py: the control language really is decided by context (the study's premise)."""
 import random
 
-from bench.electric_synthetic import make_language, sentence, write_corpus
+from studies.electric.synthetic import make_language, sentence, write_corpus
 
 
 def test_every_word_is_followed_only_by_its_successors():

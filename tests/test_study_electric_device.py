@@ -1,4 +1,4 @@
-"""bench/electric_device.py: the Electric ranking bench's pretraining moved to an accelerator without
+"""studies/electric/device.py: the Electric ranking's pretraining moved to an accelerator without
 TensorFlow and back, dry-run on the CPU with a micro model."""
 import gzip
 import json
@@ -8,8 +8,8 @@ import textwrap
 import numpy as np
 import pytest
 
-from bench import electric_ranking
-from bench.study import device as study_device, stages
+from studies.electric import ranking as electric_ranking
+from studies.rtd_vs_mlm import device as study_device, stages
 
 SENTENCES = 12
 
@@ -52,7 +52,7 @@ ON_THE_ACCELERATOR = textwrap.dedent('''
     import json, os, pathlib, sys
     sys.modules["tensorflow"] = None  # as on the accelerator machines: any use of TensorFlow fails
     os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
-    from bench import electric_ranking
+    from studies.electric import ranking as electric_ranking
     from training_jax import pretrain
 
     study, out = pathlib.Path(STUDY), OUT
@@ -133,7 +133,7 @@ def test_missing_exports_and_results_name_the_file(tmp_path, monkeypatch, capsys
         electric_ranking.main(["--device-score", str(tmp_path / "nothing")])
     assert raised.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "nothing/study.json: missing" in err[0] and "electric_ranking.py --device-export" in err[0]
+    assert len(err) == 1 and "nothing/study.json: missing" in err[0] and "studies.electric.ranking --device-export" in err[0]
 
     shared = tmp_path / "shared"
     (shared / electric_ranking.SHARDS.format(1)).parent.mkdir(parents=True)
@@ -148,7 +148,7 @@ def test_missing_exports_and_results_name_the_file(tmp_path, monkeypatch, capsys
 
 
 def test_checkpoints_are_evenly_spaced_and_end_at_the_last_step():
-    from bench import electric_device
+    from studies.electric import device as electric_device
 
     assert electric_device.checkpoint_steps(6000, 6) == [1000, 2000, 3000, 4000, 5000, 6000]
     assert electric_device.checkpoint_steps(14, 2) == [7, 14]
@@ -157,7 +157,7 @@ def test_checkpoints_are_evenly_spaced_and_end_at_the_last_step():
 
 
 def test_the_jax_trainer_takes_the_arms_the_export_lists(tmp_path):
-    """--arm is checked against study.json (electric for this bench; electra and mlm for the study)."""
+    """--arm is checked against study.json (electric for the Electric ranking; electra and mlm for RTD vs MLM)."""
     from common.errors import InputError
     from training_jax import pretrain
 

@@ -1,7 +1,7 @@
-"""The Electric ranking's arithmetic (bench/electric_ranking.py), by hand, without a model."""
+"""The Electric ranking's arithmetic (studies/electric/ranking.py), by hand, without a model."""
 import pytest
 
-from bench.electric_ranking import fractions_from_results, print_row
+from studies.electric.ranking import fractions_from_results, print_row
 
 
 def scored(score, tokens=("a", "b")):
@@ -30,7 +30,7 @@ def test_a_row_scored_before_a_measurement_existed_prints_n_a(capsys):
 
 
 def test_the_reference_run_is_refused_on_the_accelerator(capsys):
-    from bench.electric_ranking import parse_args
+    from studies.electric.ranking import parse_args
 
     with pytest.raises(SystemExit) as stopped:
         parse_args(["--work-dir", "runs/x", "--reference-electra", "--device-export", "runs/y"])

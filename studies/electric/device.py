@@ -1,6 +1,6 @@
-"""The Electric ranking bench (bench/electric_ranking.py) with its pretraining on an accelerator that holds
+"""The Electric ranking (studies/electric/ranking.py) with its pretraining on an accelerator that holds
 JAX but no TensorFlow, and back. The training is training_jax.pretrain's, the moving there and back the
-RTD-vs-MLM study's (bench/study/device.py); this module adds what is Electric's: one arm, and the ranking
+RTD-vs-MLM study's (studies/rtd_vs_mlm/device.py); this module adds what is Electric's: one arm, and the ranking
 of held-out sentences scored on the accelerator from token ids, so that it needs no tokenizer there.
 
 Here (TensorFlow):
@@ -13,7 +13,7 @@ There (JAX only; every command resumes, so each may be cut off and run again):
   collect  the ranking, the metrics, the config and the newest weights (float16, in shards) into $OUT
 Here again:
   import   the newest weights as <work>/models/electric_device_step<N>/, scored again by
-           training.score.Scorer as the CPU bench scores; both rows in <work>/ranking.json under "device"
+           training.score.Scorer as the CPU ranking scores; both rows in <work>/ranking.json under "device"
 """
 import dataclasses
 import json
@@ -23,7 +23,7 @@ import re
 import shutil
 import time
 
-from bench.electric_ranking import (CORRUPTIONS, MODEL_NAME, SHARDS, cloze_order_row, cloze_sample_row,
+from studies.electric.ranking import (CORRUPTIONS, MODEL_NAME, SHARDS, cloze_order_row, cloze_sample_row,
                                     corrupted_copies, electric_hparams, fractions_from_results, print_header,
                                     print_row, score_id_lists, scored_ranking, warmup_steps)
 from studies.rtd_vs_mlm import device as study_device
@@ -32,7 +32,7 @@ from common import atomic
 from common.errors import InputError
 
 ARM = "electric"  # the one arm of study.json, training_jax.pretrain's --arm
-EXPORTER = "bench/electric_ranking.py --device-export"
+EXPORTER = "python -m studies.electric.ranking --device-export"
 CONFIG_FILE = f"config_{ARM}.json"
 SIZED_CONFIG_FILE = f"config_{ARM}_sized.json"
 SENTENCES_FILE = "sentences.npz"  # the held-out sentences and their copies as token ids
@@ -79,12 +79,12 @@ def export_for_device(args, data_dir, out_dir, shown_as=None):
 
 
 def export_sentences(args, config, vocab_file, path):
-    """The bench's held-out sentences and their corrupted copies (its own functions and seed) as token ids,
+    """The ranking's held-out sentences and their corrupted copies (its own functions and seed) as token ids,
     cut as Scorer cuts them: ids_<group> (all rows end to end, uint16) and lengths_<group> per group, and
     kept (the sentences that have a replaced copy). Returns the number of sentences."""
     import numpy as np
 
-    from bench.shared_data import plain_wikipedia_sentences
+    from studies.shared_data import plain_wikipedia_sentences
     from data.tokenization import load_tokenizer
 
     tokenizer = load_tokenizer(vocab_file=vocab_file, lower_case=config.do_lower_case)
@@ -134,14 +134,14 @@ def device_commands(export, minutes):
     piece = study_device.PIECE_MINUTES
     return [
         (f"size (about 3 min: a compile and 30 timed steps): the steps that fit {minutes:g} minutes",
-         f"{jax_env} python3 -m bench.electric_ranking --device-size {export} --minutes {minutes:g}"),
+         f"{jax_env} python3 -m studies.electric.ranking --device-size {export} --minutes {minutes:g}"),
         (f"pretrain ({piece:g} min a piece; run it about {pieces:g} times, until it says done)",
          f"mkdir -p {runs} && {jax_env} python3 -m training_jax.pretrain --study {export} --arm {ARM} "
          f"--out {runs}/{ARM} --time-limit-minutes {piece:g} >> {runs}/{ARM}.log 2>&1; tail -n 3 {runs}/{ARM}.log"),
         ("score every checkpoint saved so far (new ones only; under a minute each)",
-         f"{jax_env} python3 -m bench.electric_ranking --device-score {export}"),
+         f"{jax_env} python3 -m studies.electric.ranking --device-score {export}"),
         ("collect what comes back (at most 8 files; seconds)",
-         f"python3 -m bench.electric_ranking --device-collect {export} --out $OUT")]
+         f"python3 -m studies.electric.ranking --device-collect {export} --out $OUT")]
 
 
 # ---------------------------------------------------------------- there: size, score, collect
@@ -275,11 +275,11 @@ def collect_from_device(study_dir, out):
 # ---------------------------------------------------------------- here: import and score again
 def import_device_results(args, data_dir, results_dir):
     """The newest weights that came back as <work>/models/electric_device_step<N>/ (a normal model
-    folder), scored again by training.score.Scorer on the bench's sentences; prints the accelerator's rows
+    folder), scored again by training.score.Scorer on the ranking's sentences; prints the accelerator's rows
     and the one scored here, and keeps both in <work>/ranking.json under "device"."""
     import numpy as np
 
-    from bench.shared_data import plain_wikipedia_sentences
+    from studies.shared_data import plain_wikipedia_sentences
     from configs.pretraining_config import PretrainingConfig
     from data import paths, tfrecords
     from data.tokenization import file_sha256

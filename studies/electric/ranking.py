@@ -1,8 +1,8 @@
 """Does Electric's text score learn word order? Held-out Wikipedia sentences against corrupted copies, at
 every checkpoint of one Electric pretraining run on Wikipedia.
 
-    python -m bench.electric_ranking --work-dir runs/electric_ranking            # train, then score
-    python -m bench.electric_ranking --work-dir runs/electric_ranking --no-train # score what is saved
+    python -m studies.electric.ranking --work-dir runs/electric_ranking            # train, then score
+    python -m studies.electric.ranking --work-dir runs/electric_ranking --no-train # score what is saved
 
 Needs ELECTRA_SHARED_DATA (or --shared-data). Builds a dataset from the first --corpus-mb MB of Wikipedia
 shard 0 with a WordPiece vocabulary of --vocab-size learned from it, pretrains an Electric model
@@ -37,7 +37,7 @@ apart worse than by chance (docs/reproduction.md#electric). The real-data test
 (tests/test_electric.py) runs the same measurement on a 250-step model.
 
 The same measurement after pretraining on an accelerator that holds JAX but no TensorFlow
-(bench/electric_device.py; docs/jax_gpu.md#electric has the runbook):
+(studies/electric/device.py; docs/jax_gpu.md#electric has the runbook):
   --device-export DIR    here: the dataset, the resolved config (electra_small by default), the examples as
                          arrays and the held-out sentences with their corrupted copies as token ids, into DIR;
                          prints the accelerator's commands (also DIR/COMMANDS.txt) and stops
@@ -56,10 +56,10 @@ import subprocess
 import sys
 import time
 
-from bench.shared_data import plain_wikipedia_sentences, write_wikipedia_slice
+from studies.shared_data import plain_wikipedia_sentences, write_wikipedia_slice
 from common.errors import InputError, exit_on_input_error
 
-REPO = pathlib.Path(__file__).resolve().parents[1]
+REPO = pathlib.Path(__file__).resolve().parents[2]
 MODEL_NAME = "electric"
 REFERENCE_NAME = "electra_reference"  # --reference-electra's model
 SHARDS = "corpus/enwiki_wikiextractor/enwiki_part0{}.txt.gz"
@@ -277,7 +277,7 @@ def reference_fractions(path, sentences, seed=0):
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--work-dir", type=pathlib.Path, default=None,
-                        help="the bench's folder (required but for the accelerator's stages)")
+                        help="the study's folder (required but for the accelerator's stages)")
     parser.add_argument("--shared-data", type=pathlib.Path, default=os.environ.get("ELECTRA_SHARED_DATA"))
     parser.add_argument("--corpus-mb", type=float, default=None,
                         help="MB of text to train on: shard 0, then shards 2 and 3 (default 20; 120 with "
@@ -329,7 +329,7 @@ def parse_args(argv=None):
             parser.error(f"--{flag}: not JSON ({error.msg}, column {error.colno}); give an object such as "
                          "'{\"num_layers\": 4}'")
     if args.work_dir is None:
-        parser.error("--work-dir: required (the bench's folder, e.g. runs/electric_ranking)")
+        parser.error("--work-dir: required (the study's folder, e.g. runs/electric_ranking)")
     if args.reference_electra and (args.device_export or args.device_results or args.device_size
                                    or args.device_score or args.device_collect):
         parser.error("--reference-electra runs here only; drop the --device-* flag")
@@ -434,19 +434,19 @@ def training_metric_at(folder, name):
 def main(argv=None):
     args = parse_args(argv)
     if args.device_size or args.device_score or args.device_collect:
-        from bench import electric_device
+        from studies.electric import device as electric_device
 
         electric_device.on_the_accelerator(args)
         return
     data_dir = args.work_dir.resolve()
     if args.device_results:  # the dataset of the export's --work-dir is there already
-        from bench import electric_device
+        from studies.electric import device as electric_device
 
         electric_device.import_device_results(args, data_dir, args.device_results.resolve())
         return
     build_dataset(args, data_dir)
     if args.device_export:
-        from bench import electric_device
+        from studies.electric import device as electric_device
 
         electric_device.export_for_device(args, data_dir, args.device_export.resolve(), shown_as=args.device_export)
         return

@@ -1,15 +1,15 @@
 """Electric's text score on a language where context decides every word: does it rank word order?
 
-    python -m bench.electric_synthetic --work-dir runs/electric_synthetic [--steps 1500] [--eval-every 500]
+    python -m studies.electric.synthetic --work-dir runs/electric_synthetic [--steps 1500] [--eval-every 500]
 
-A control for bench/electric_ranking.py, whose Wikipedia runs left the swap and shuffle fractions at
+A control for studies/electric/ranking.py, whose Wikipedia runs left the swap and shuffle fractions at
 chance: there, too little training is one explanation. Here the language is a random walk over 300
 invented words in which each word may be followed by 3 others only, so a cloze model learns it in a few
 hundred CPU steps and any order violation puts words where neither the data nor the cloze model ever
 does. Builds that corpus (12,000 documents of 10-20 sentences, ~2.2M words), a 600-word WordPiece
 vocabulary and the dataset, pretrains Electric (electra_tiny, run_pretraining.py), then scores 200 fresh
 sentences of the language against their corrupted copies at every checkpoint with the same measurement
-as the Wikipedia bench (bench.electric_ranking.ranking_fractions), which also scores the same swapped and
+as the Wikipedia ranking (studies.electric.ranking.ranking_fractions), which also scores the same swapped and
 shuffled copies by the cloze model's own pseudo-log-likelihood (Σ log q: if that ranks them and the
 energies do not, the comparison is sound and the energies are what has not learned order). Prints one row
 per checkpoint with the generator's cloze accuracy and the discriminator's AUC (both from training) and
@@ -21,7 +21,7 @@ import pathlib
 import random
 import types
 
-from bench.electric_ranking import MODEL_NAME, ranking_fractions, run, saved_checkpoints, train, training_metric_at
+from studies.electric.ranking import MODEL_NAME, ranking_fractions, run, saved_checkpoints, train, training_metric_at
 
 SYLLABLES = ("ba", "ko", "ri", "mu", "te", "sa", "lo", "ni", "pe", "du", "ga", "fi", "zo", "ve", "hu", "ja")
 
