@@ -1,10 +1,11 @@
 """Pretraining curves of training_jax.pretrain runs: a figure and a table of the held-out evaluations.
 
-    python -m bench.device_curves docs/data/h100_probe --out docs/h100_probe_curves.png --every 500
+    python -m studies.device_curves studies/device_curves/h100_probe --out studies/device_curves/h100_probe_curves.png \
+        --every 500
 
 RUNS_DIR holds one folder per arm (electra/, mlm/), each with the metrics.jsonl that
 training_jax.pretrain wrote. The figure plots the held-out evaluations (solid) and the training windows
-(faint) of every metric of rtd_vs_mlm.CURVES against step; the table (printed, Markdown) lists the
+(faint) of every metric of training.curves.CURVES against step; the table (printed, Markdown) lists the
 first held-out evaluation at or after every multiple of --every steps, and the last.
 """
 import argparse
@@ -52,7 +53,8 @@ def figure(runs, out):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(prog="python -m studies.device_curves", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("runs_dir", type=pathlib.Path)
     parser.add_argument("--out", type=pathlib.Path, required=True, help="the PNG to write")
     parser.add_argument("--every", type=int, default=500,
