@@ -1,9 +1,10 @@
 """Does training_jax.pretrain (JAX, the GPU path) train like run_pretraining.py (TensorFlow)?
 
-    python -m bench.tf_vs_jax_curves --tf-model-dir runs/rtd_vs_mlm/data/models/electra \
-        --jax-run docs/data/h100_probe/electra --out docs/tf_vs_jax_curves.png --every 500
+    python -m studies.tf_vs_jax_curves --tf-model-dir studies/rtd_vs_mlm/results/cpu_tf_electra \
+        --jax-run studies/device_curves/h100_probe/electra --out studies/tf_vs_jax_curves/tf_vs_jax_curves.png \
+        --every 500
 
-The study's GPU path trains with the same model, losses and optimizer as run_pretraining.py but its own
+The JAX path trains with the same model, losses and optimizer as run_pretraining.py but its own
 loop (a NumPy batch sampler, the model's own seed stream for masking). Given one config run by both, this
 puts their curves side by side: a figure (training windows faint, held-out evaluations as markers) and a
 Markdown table of every CURVES metric, averaged over the training windows that end in each span of
@@ -12,27 +13,40 @@ multiple of both runs' logging intervals, and only spans both logged to their en
 the held-out evaluations at the steps where both evaluated. The two runs share no random stream, so
 their difference is at least run-to-run noise; the table gives the spread of the window values inside
 each span as the yardstick.
+
+--tf-model-dir is a model folder run_pretraining.py wrote (its logs/ are read), or a stored run that keeps
+only its curves.json (save_tf_curves: the scalars read_tf_run needs, without the event files).
 """
 import argparse
 import json
 import pathlib
 import statistics
 
-
-from bench.device_curves import curve_grid
 from training_jax.pretrain import METRICS_FILE, read_metrics
-from training.curves import CURVES, training_curves
+from training.curves import CURVES, SPLITS, curve_grid, training_curves
 from common.errors import InputError, exit_on_input_error
 
 
 SOURCES = ("TensorFlow", "JAX")
+CURVES_JSON = "curves.json"  # a stored run's scalars, kept instead of its event files
 
 
 def read_tf_run(model_dir):
-    """{"train"|"eval": {metric: [(step, value)]}} from run_pretraining.py's TensorBoard logs."""
-    if not (model_dir / "logs" / "train").is_dir():
-        raise InputError(f"{model_dir}: no logs/train; pass the model folder run_pretraining.py wrote")
-    return {split: training_curves(model_dir, split) for split in ("train", "eval")}
+    """{"train"|"eval": {metric: [(step, value)]}} from run_pretraining.py's TensorBoard logs, or from the
+    curves.json save_tf_curves wrote of them."""
+    if (model_dir / "logs" / "train").is_dir():
+        return {split: training_curves(model_dir, split) for split in SPLITS}
+    if (model_dir / CURVES_JSON).is_file():
+        stored = json.loads((model_dir / CURVES_JSON).read_text())
+        return {split: {name: [tuple(point) for point in stored[split][name]] for name in CURVES} for split in SPLITS}
+    raise InputError(f"{model_dir}: no logs/train nor {CURVES_JSON}; pass the model folder run_pretraining.py wrote")
+
+
+def save_tf_curves(model_dir):
+    """<model_dir>/curves.json: the scalars read_tf_run takes from the run's event files (exact: JSON keeps
+    every float), so that a run kept for a study needs no event files."""
+    curves = {split: training_curves(model_dir, split) for split in SPLITS}
+    (pathlib.Path(model_dir) / CURVES_JSON).write_text(json.dumps(curves) + "\n")
 
 
 def read_jax_run(run_dir):
@@ -104,9 +118,11 @@ def figure(runs, out):
 
 @exit_on_input_error
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(prog="python -m studies.tf_vs_jax_curves", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tf-model-dir", type=pathlib.Path, required=True,
-                        help="the model folder run_pretraining.py wrote (its logs/ are read)")
+                        help="the model folder run_pretraining.py wrote (its logs/ are read), or a stored run's "
+                             "folder holding its curves.json")
     parser.add_argument("--jax-run", type=pathlib.Path, required=True,
                         help="the arm folder training_jax.pretrain wrote (its metrics.jsonl is read)")
     parser.add_argument("--out", type=pathlib.Path, required=True, help="the PNG to write")

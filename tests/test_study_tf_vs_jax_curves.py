@@ -1,10 +1,10 @@
-"""bench/tf_vs_jax_curves.py: the TensorFlow run's TensorBoard logs against the JAX run's metrics.jsonl."""
+"""studies/tf_vs_jax_curves: the TensorFlow run's TensorBoard logs against the JAX run's metrics.jsonl."""
 import json
 
 import pytest
 import tensorflow as tf
 
-from bench import tf_vs_jax_curves
+from studies import tf_vs_jax_curves
 from training_jax.pretrain import METRICS_FILE
 
 
