@@ -1,8 +1,8 @@
-"""bench/batch_diversity.py: the similarity of a batch's examples, on rare tokens only."""
+"""studies/batch_diversity: the similarity of a batch's examples, on rare tokens only."""
 import numpy as np
 import pytest
 
-from bench.batch_diversity import batch_similarity
+from studies.batch_diversity import batch_similarity
 
 
 def test_rare_token_similarity_and_near_share():

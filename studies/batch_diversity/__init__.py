@@ -1,6 +1,6 @@
 """How topically alike are the examples of one training batch, as the reader draws them?
 
-    python -m bench.batch_diversity runs/rtd_vs_mlm/data/pretrain_tfrecords runs/shard256/pretrain_tfrecords
+    python -m studies.batch_diversity runs/rtd_vs_mlm/data/pretrain_tfrecords runs/shard256/pretrain_tfrecords
 
 The original reader interleaves at most 8 shards and shuffles records in a buffer of 100, and the builder
 writes examples round-robin over its shards, so a document's consecutive examples sit a few records apart
@@ -61,7 +61,8 @@ def measure(dataset_dir, batch_size, batches, rare_above, close, seed):
 
 @exit_on_input_error
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(prog="python -m studies.batch_diversity", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("dataset_dirs", nargs="+", type=pathlib.Path, help="pretrain_tfrecords folders")
     parser.add_argument("--batch-size", type=int, default=128)
     parser.add_argument("--batches", type=int, default=8)
