@@ -5,9 +5,9 @@ generator sharing the embedding module of ElectraForPreTraining; the original's 
 sampling, 1·MLM + 50·RTD, bias-free AdamW with weight decay 0.01, joint warmup × linear decay, clipping
 1.0) on the same dataset, and prints the held-out discriminator AUC, recall, precision and the
 generator's accuracy every --eval-every steps: the figures to hold next to run_pretraining.py's eval
-lines for the same model size and hyperparameters (see docs/benchmarks.md for the side-by-side run).
+lines for the same model size and hyperparameters (README.md has the side-by-side run).
 
-    python -m bench.disc_auc_reference --dataset-dir electra_data/pretrain_tfrecords --steps 2000
+    python -m studies.disc_auc_reference --dataset-dir electra_data/pretrain_tfrecords --steps 2000
 
 The batches are read with TensorFlow in a child process (so this one holds only PyTorch), the last
 shard is held out for evaluation, as run_pretraining.py's do_eval does.
@@ -23,7 +23,7 @@ import time
 
 import numpy as np
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 def dump_batches(dataset_dir, batch_size, train_batches, eval_batches, out_path, seed):
@@ -97,7 +97,7 @@ def original_adamw(torch, params, lr, decay_mask, state, beta1=0.9, beta2=0.999,
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m studies.disc_auc_reference", description=__doc__.split("\n\n")[0])
     parser.add_argument("--dataset-dir", required=True)
     parser.add_argument("--steps", type=int, default=2000)
     parser.add_argument("--warmup", type=int, default=100)
