@@ -1,6 +1,6 @@
 """How alike are an encoder's output vectors? A diagnostic for pretrained checkpoints.
 
-    python -m bench.anisotropy --data-dir runs/electra_data --models wiki_pretrained,wiki_random_init
+    python -m studies.anisotropy --data-dir runs/electra_data --models wiki_pretrained,wiki_random_init
 
 For each model folder under <data-dir>/models/, runs its discriminator over the first --sentences dev
 sentences of a GLUE task and prints the mean cosine similarity of two different [CLS] vectors and of two
@@ -47,7 +47,7 @@ def output_vectors(model_dir, task_name, finetuning_data, sentences):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m studies.anisotropy", description=__doc__.split("\n\n")[0])
     parser.add_argument("--data-dir", type=pathlib.Path, default=None)
     parser.add_argument("--models", required=True, help="model folder names, separated by commas")
     parser.add_argument("--task", default="sst")
