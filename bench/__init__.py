@@ -1,5 +1,6 @@
-"""Benchmarks and studies: scripts that measure and print, run from the repository root as
-`python -m bench.<name>` (which puts the repository's packages on the path)."""
+"""Speed benchmarks (step, build, fine-tuning batches and threads, FLOPs, profiles): scripts that measure and
+print, run from the repository root as `python -m bench.<name>` (which puts the repository's packages on the
+path). Research questions live in studies/, which may import bench; bench imports nothing of them."""
 import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before any script here imports TensorFlow

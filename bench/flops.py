@@ -15,9 +15,9 @@ Per sequence of length S, for a tower of L layers, hidden H, FFN F and embedding
              tied vocabulary       2·N·E·V
   discriminator head, every position:
              dense H→H, dense H→1  2·S·H·H + 2·S·H
-  Electric (two_tower_generator): the generator's encoder twice (generator_ltr, generator_rtl; the causal
-  masks do not change the matmuls, every score is computed and then masked), and its cloze head at
-  every position instead of the masked ones:
+  a two-tower cloze generator (two_tower_generator): the generator's encoder twice (generator_ltr,
+  generator_rtl; the causal masks do not change the matmuls, every score is computed and then masked),
+  and its cloze head at every position instead of the masked ones:
              dense 2·Hg→E          2·S·2Hg·E
              tied vocabulary       2·S·E·V
 
@@ -31,6 +31,7 @@ This module never imports TensorFlow.
 """
 import argparse
 import dataclasses
+import json
 import os
 
 
@@ -76,7 +77,7 @@ def generator_head_forward_flops(tower, num_predictions, vocab_size):
 
 
 def cloze_head_forward_flops(tower, seq_length, vocab_size):
-    """Electric's head on the two towers' concatenated outputs, at every position."""
+    """The cloze head of a two-tower generator on the towers' concatenated outputs, at every position."""
     s, hg, e = seq_length, tower.hidden_size, tower.embedding_size
     return {"cloze head dense (every position)": matmul(s, 2 * hg, e),
             "vocabulary projection (every position)": matmul(s, e, vocab_size)}
@@ -89,7 +90,7 @@ def discriminator_head_forward_flops(tower, seq_length):
 
 def step_breakdown(discriminator, generator, seq_length, num_predictions, vocab_size, two_tower=False):
     """{(tower, part): forward FLOPs per sequence}; generator None = uniform generator (no network);
-    two_tower: Electric's generator (`generator` is the size of each of its two towers)."""
+    two_tower: a two-tower cloze generator (`generator` is the size of each of its two towers)."""
     parts = {}
     if generator is not None and two_tower:
         for tower in ("generator_ltr", "generator_rtl"):
@@ -168,7 +169,7 @@ def format_breakdown(breakdown, title=""):
     lines.append(f"  {'':<14}{'forward total':<44}{total:>15.4g}")
     lines.append(f"  {'':<14}{'train step (forward + backward = 3 x forward)':<44}{train_flops(breakdown):>15.4g}")
     lines.append("  (matmuls only, 2*m*n*k each; backward = 2 x forward; generator vocabulary projection at "
-                 "the masked positions only, Electric's cloze head at every position)")
+                 "the masked positions only, a two-tower generator's cloze head at every position)")
     return "\n".join(lines)
 
 
@@ -238,8 +239,9 @@ def main(argv=None):
     parser.add_argument("--seq-length", type=int, default=128)
     parser.add_argument("--generator-hidden-size", type=float, default=None,
                         help="generator fraction (default: the model size's)")
-    parser.add_argument("--electric", action="store_true",
-                        help="the Electric objective (two-tower cloze generator)")
+    parser.add_argument("--hparams", type=json.loads, default={},
+                        help="JSON of further PretrainingConfig overrides, e.g. another objective: "
+                             "'{\"electra_objective\": false}' (masked LM only), '{\"two_tower_generator\": true}'")
     parser.add_argument("--direct", action="store_true",
                         help="also trace the Keras model under JAX and count its dot_generals")
     args = parser.parse_args(argv)
@@ -250,8 +252,7 @@ def main(argv=None):
     hparams = {"model_size": args.model_size, "max_seq_length": args.seq_length}
     if args.generator_hidden_size is not None:
         hparams["generator_hidden_size"] = args.generator_hidden_size
-    if args.electric:
-        hparams["electric_objective"] = True
+    hparams.update(args.hparams)
     config = PretrainingConfig.create(hparams)
     breakdown = config_breakdown(config)
     print(format_breakdown(breakdown, f"{args.model_size}, seq {args.seq_length}, "
