@@ -1,7 +1,7 @@
 """Pretraining curves: read a run's TensorBoard scalars and draw them, training and held-out, as a PNG.
 
 run_pretraining.py calls write_run_curves at the end of a run (<model folder>/logs/curves.png); the
-benchmarks (bench/device_curves.py, bench/tf_vs_jax_curves.py, bench/rtd_vs_mlm.py) draw and read with the
+studies (studies/device_curves, studies/tf_vs_jax_curves, studies/rtd_vs_mlm) draw and read with the
 same functions. No TensorFlow or matplotlib import at module level: TensorFlow is imported only to read
 event files, matplotlib only to draw, so the JAX-side scripts can import this module.
 """
