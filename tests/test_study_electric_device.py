@@ -72,7 +72,7 @@ def test_the_whole_electric_device_sequence_dry_runs_on_the_cpu(exported, tmp_pa
     ranking of the same sentences equals the accelerator's."""
     from configs.pretraining_config import PretrainingConfig
     from tests.helpers import run_script_under_jax
-    from training.model_folder import load_model_folder
+    from storage.model_folder import load_model_folder
     from training_jax import pretrain
 
     work, shared, export = exported

@@ -9,11 +9,11 @@ Here (TensorFlow):
 There (JAX only; every command resumes, so each may be cut off and run again):
   size     the steps that fit the minutes at the measured speed (the config rewritten, as the study does)
   pretrain python3 -m training_jax.pretrain --arm electric, in pieces under a time limit
-  score    the ranking at every checkpoint saved so far, with training.score's energy computation
+  score    the ranking at every checkpoint saved so far, with inference.score's energy computation
   collect  the ranking, the metrics, the config and the newest weights (float16, in shards) into $OUT
 Here again:
   import   the newest weights as <work>/models/electric_device_step<N>/, scored again by
-           training.score.Scorer as the CPU ranking scores; both rows in <work>/ranking.json under "device"
+           inference.score.Scorer as the CPU ranking scores; both rows in <work>/ranking.json under "device"
 """
 import dataclasses
 import json
@@ -275,16 +275,17 @@ def collect_from_device(study_dir, out):
 # ---------------------------------------------------------------- here: import and score again
 def import_device_results(args, data_dir, results_dir):
     """The newest weights that came back as <work>/models/electric_device_step<N>/ (a normal model
-    folder), scored again by training.score.Scorer on the ranking's sentences; prints the accelerator's rows
+    folder), scored again by inference.score.Scorer on the ranking's sentences; prints the accelerator's rows
     and the one scored here, and keeps both in <work>/ranking.json under "device"."""
     import numpy as np
 
-    from studies.shared_data import plain_wikipedia_sentences
     from configs.pretraining_config import PretrainingConfig
     from data import paths, tfrecords
     from data.tokenization import file_sha256
-    from training import model_folder, run_config
-    from training.score import Scorer
+    from inference.score import Scorer
+    from storage import model_folder
+    from studies.shared_data import plain_wikipedia_sentences
+    from training import run_config
     from training_jax.pretrain import weights_file
 
     source = results_dir / ARM

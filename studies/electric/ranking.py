@@ -7,7 +7,7 @@ every checkpoint of one Electric pretraining run on Wikipedia.
 Needs ELECTRA_SHARED_DATA (or --shared-data). Builds a dataset from the first --corpus-mb MB of Wikipedia
 shard 0 with a WordPiece vocabulary of --vocab-size learned from it, pretrains an Electric model
 (run_pretraining.py in a subprocess: a killed run resumes), saving every --eval-every steps, then scores
---sentences plain sentences from shard 1 (other articles) with each checkpoint (training.score.Scorer):
+--sentences plain sentences from shard 1 (other articles) with each checkpoint (inference.score.Scorer):
 
 - swap: the fraction of sentences whose score is above the same sentence with two different words
   exchanged (the same tokens in another order: only context can tell them apart; chance is 0.5);
@@ -21,12 +21,12 @@ shard 0 with a WordPiece vocabulary of --vocab-size learned from it, pretrains a
   occurrences in the originals, against the standard deviation between tokens' mean energies (a
   context-blind energy has the first near 0, and then swaps sit at chance);
 - the swap, shuffle and replace fractions again, with the same texts scored by the checkpoint's two-tower
-  cloze model (Σ log q, training.score --scorer cloze) instead of the energies: the other one-pass score an
+  cloze model (Σ log q, inference.score --scorer cloze) instead of the energies: the other one-pass score an
   Electric model has, and a check that the copies can be told apart by context at all.
 
 With --reference-electra the same data, model size and schedule train plain ELECTRA instead (model
 electra_reference), scored by its discriminator's logits of "replaced" in the energies' place (-Σ logit;
-those are no energies, so training.score refuses the model, and the sample and cloze columns are n/a): the
+those are no energies, so inference.score refuses the model, and the sample and cloze columns are n/a): the
 control for whether a discriminator learns word order at all at this budget. Its rows go to
 <work-dir>/ranking_electra_reference.json.
 
@@ -45,7 +45,7 @@ The same measurement after pretraining on an accelerator that holds JAX but no T
   --device-score DIR     there: the ranking at every checkpoint saved so far, from the pre-tokenized copies
   --device-collect DIR   there: the ranking, the metrics and the last weights into --out (at most 8 files)
   --device-results OUT   here: the last weights as models/electric_device_step<N>/, scored again with
-                         training.score.Scorer; both rows in <work-dir>/ranking.json under "device"
+                         inference.score.Scorer; both rows in <work-dir>/ranking.json under "device"
 """
 import argparse
 import json
@@ -170,7 +170,7 @@ def fractions_from_results(results, count, kept, where):
 
 def cloze_order_row(pretrainer, config, id_lists, count, kept, where):
     """The same texts (token-id lists, laid out as order_fractions reads them) ranked by the two-tower cloze
-    model's Σ log q instead of the energies (training.score's --scorer cloze): {"cloze_swap", "cloze_shuffle",
+    model's Σ log q instead of the energies (inference.score's --scorer cloze): {"cloze_swap", "cloze_shuffle",
     "cloze_replace", "cloze_swap_margin", "cloze_shuffle_margin"}. Where these rank and the energies do not,
     the copies are sound and it is the energies that have not learned order."""
     scores = [r["score"] for r in score_id_lists(pretrainer, config, id_lists, scorer="cloze")]
@@ -187,7 +187,7 @@ def cloze_samples(pretrainer, config, id_lists, seed=0, batch_size=32):
     no tokenizer): the accelerator draws them as the CPU does, from the checkpoint's own q and `seed`."""
     import numpy as np
 
-    from training.score import batch_inputs
+    from inference.score import batch_inputs
 
     rng = np.random.default_rng(seed)
     never = [config.cls_token_id, config.sep_token_id, config.mask_token_id]
@@ -207,10 +207,10 @@ def cloze_samples(pretrainer, config, id_lists, seed=0, batch_size=32):
 
 
 def score_id_lists(pretrainer, config, id_lists, scorer="energy"):
-    """[{"score", "tokens" (ids), "energies" (or "log_q")}] of token-id lists, in batches of training.score's
+    """[{"score", "tokens" (ids), "energies" (or "log_q")}] of token-id lists, in batches of inference.score's
     size, all padded to the longest text (two shapes in all: the eager forward pass compiles its operations
-    once); `scorer` as training.score's."""
-    from training.score import DEFAULT_BATCH_SIZE, TOKEN_VALUES, score_ids
+    once); `scorer` as inference.score's."""
+    from inference.score import DEFAULT_BATCH_SIZE, TOKEN_VALUES, score_ids
 
     length = 2 + max(len(ids) for ids in id_lists)
     results = []
@@ -238,7 +238,7 @@ def texts_and_copies(sentences, tokenizer, seed=0):
 
 
 def copy_ids(tokenizer, config, sentences, seed=0):
-    """(the token ids of texts_and_copies' texts, cut as training.score.Scorer.score_texts cuts them
+    """(the token ids of texts_and_copies' texts, cut as inference.score.Scorer.score_texts cuts them
     (max_seq_length - 2), kept): tokenized once for every score of the ranking."""
     texts, kept = texts_and_copies(sentences, tokenizer, seed)
     room = config.max_seq_length - 2
@@ -264,8 +264,8 @@ def ranking_fractions(scorer, sentences, seed=0):
 def reference_fractions(path, sentences, seed=0):
     """fractions_from_results' row for a plain ELECTRA checkpoint (`path` as Scorer's), its discriminator's
     logits of "replaced" summed in the energies' place (-Σ logit over the text's tokens)."""
-    from training.model_folder import load_model_folder
-    from training.score import folder_tokenizer
+    from inference.score import folder_tokenizer
+    from storage.model_folder import load_model_folder
 
     folder = load_model_folder(path)
     tokenizer = folder_tokenizer(folder)
@@ -398,7 +398,7 @@ def run(command):
 
 def saved_checkpoints(folder):
     """[(step, prefix)] of the checkpoints in a model folder, oldest first."""
-    from training.model_folder import checkpoint_step
+    from storage.model_folder import checkpoint_step
 
     prefixes = [path.with_suffix("") for path in folder.glob("ckpt-*.index")]
     return sorted((checkpoint_step(prefix), prefix) for prefix in prefixes)
@@ -455,7 +455,7 @@ def main(argv=None):
         train(args, data_dir, args.reference_electra)
 
     from common import atomic
-    from training.score import Scorer
+    from inference.score import Scorer
 
     sentences = plain_wikipedia_sentences(args.shared_data / SHARDS.format(1), args.sentences)
     results_path = data_dir / ("ranking_electra_reference.json" if args.reference_electra else "ranking.json")

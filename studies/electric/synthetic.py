@@ -83,7 +83,7 @@ def main(argv=None):
                                     batch_size=32, learning_rate=1e-3, eval_every=args.eval_every), data_dir)
 
     from common import atomic
-    from training.score import Scorer
+    from inference.score import Scorer
 
     rng = random.Random(1)  # other sentences than the corpus's (seed 0)
     sentences = [sentence(rng, language) for _ in range(args.sentences)]

@@ -29,7 +29,7 @@ from common import atomic
 from studies.rtd_vs_mlm.plan import ARMS, CONTROL, Plan, pretraining_hparams
 from studies.rtd_vs_mlm.stages import REPO, add_timing, log
 from common.errors import InputError
-from training import model_folder
+from storage import model_folder
 
 EVALS_PER_RUN = 30  # held-out evaluations along each device run (the curves' resolution)
 DEVICE_LOG_EVERY = 100

@@ -11,7 +11,7 @@ import time
 from studies.rtd_vs_mlm.plan import ARMS, CONTROL, pretraining_hparams
 from common import atomic
 from configs.pretraining_config import PretrainingConfig
-from training import model_folder
+from storage import model_folder
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 
