@@ -44,7 +44,7 @@ def measure_here(task_name, steps, model_hparams, inter_op):
     tokenizer = load_tokenizer(vocab_file=data / "vocab" / "bert-base-uncased-vocab.txt")
     model_config = PretrainingConfig.create(model_hparams).model_config()
     task = get_task(task_name)
-    config = FinetuningConfig.create({}, "small", [task_name])
+    config = FinetuningConfig.create({"length_bucketing": True}, "small", [task_name])  # not the default
     features = task.featurize(task.read(data / "glue", "train"), tokenizer, config, training=True)
     keras.utils.set_random_seed(0)
     encoder = build_encoder(model_config)

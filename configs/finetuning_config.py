@@ -65,8 +65,11 @@ class FinetuningConfig:
     max_seq_length: Optional[int] = None  # None: 128, 512 for QA (qa_recipe), 256 for chunk alone
     qa_recipe: str = "original"  # which tasks get the 512 and 2 above: QA_RECIPES
     double_unordered: bool = True  # MRPC and STS training pairs also in swapped order
-    length_bucketing: bool = True  # pad each batch to its longest example (False: to max_seq_length)
-    bucket_pool_batches: int = 50  # training batches drawn from one length-sorted pool of shuffled examples
+    # False: the original's fixed batches (random, padded to max_seq_length). True, the fast option: each batch
+    # padded to its longest example, one task's training batches cut from length-sorted pools, which changes
+    # which examples share an update (with the summed loss and the clip), so it is not the original's training
+    length_bucketing: bool = False
+    bucket_pool_batches: int = 50  # training batches drawn from one length-sorted pool (1: the fixed batches)
     pad_to_multiple: int = 0  # > 0: bucketed lengths rounded up to a multiple (few shapes for JAX's jit)
     skip_bad_rows: bool = False  # a row that cannot be parsed: stop (False) or skip it, reported per file
 

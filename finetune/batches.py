@@ -1,10 +1,16 @@
-"""Length-bucketed batches: each batch is padded to its own longest example, not to max_seq_length.
+"""Batches: the original's fixed ones (the default), or length-bucketed ones (the fast option).
 
-Training draws batches the "sortish" way: shuffle all examples, cut the order into pools of
-`pool_batches` batches, sort each pool by length, cut it into batches and shuffle the batches. Every
-example is in exactly one batch per epoch and none is truncated (the features are already within
-max_seq_length). Evaluation sorts everything by length and keeps the original order in `index`.
-With bucketing off every batch is padded to max_seq_length (the original's fixed shapes).
+Fixed (bucketing off, FinetuningConfig.length_bucketing false): training cuts a random permutation of
+the examples into batches, evaluation keeps the examples' order, and every batch is padded to
+max_seq_length, as the original.
+
+Bucketed: each batch is padded to its own longest example. Training draws batches the "sortish" way:
+shuffle all examples, cut the order into pools of `pool_batches` batches, sort each pool by length, cut
+it into batches and shuffle the batches. The padding is masked out, but the sorting makes examples of
+similar length share an update, which changes training, not only its speed; with pool_batches 1 the
+batches are the fixed ones' random sets. Evaluation sorts everything by length and keeps the original
+order in `index`. Either way every example is in exactly one batch per epoch and none is truncated (the
+features are already within max_seq_length).
 
 `pad_to_multiple` rounds each bucketed length up to a multiple (capped at max_seq_length): a compiler
 that specialises on shapes (JAX's jit) then sees at most max_seq_length / multiple lengths instead of

@@ -307,6 +307,39 @@ def test_bucketing_never_truncates_or_drops(bucketing):
     assert sorted(seen) == list(range(1003))
 
 
+def test_fixed_batches_are_the_default_and_bucketing_changes_who_shares_an_update():
+    """The default is the original's: random batches padded to max_seq_length. length_bucketing (the fast
+    option) pads to each batch's longest and, by sorting pools of 50 batches, puts examples of similar
+    length together: other sets of examples share an update. With bucket_pool_batches 1 its batches are
+    the fixed ones' sets, only padded shorter."""
+    from finetune.loop import task_batches
+
+    rng = np.random.default_rng(5)
+    ids = [np.ones(rng.integers(3, 128), np.int32) for _ in range(1600)]
+    features = {"sequences": {"input_ids": ids}, "scalars": {"labels": np.zeros(1600, np.int32)}, "count": 1600}
+    task = get_task("rte")
+
+    def epoch(**hparams):
+        config = FinetuningConfig.create(hparams, "small", ["rte"])
+        found = list(task_batches(task, features, config, np.random.default_rng(0), training=True))
+        return config, {frozenset(b["index"].tolist()) for b in found}, found
+
+    config, fixed, fixed_batches = epoch()
+    assert not config.length_bucketing and config.max_seq_length == 128
+    assert {b["input_ids"].shape[1] for b in fixed_batches} == {128}
+    assert fixed == {frozenset(c.tolist()) for c in np.split(np.random.default_rng(0).permutation(1600), 50)}
+    _, bucketed, bucketed_batches = epoch(length_bucketing=True)
+    assert not fixed & bucketed  # no batch of the fixed epoch is a batch of the bucketed one
+
+    def spread(batches):
+        return np.mean([np.std(b["input_mask"].sum(1)) for b in batches])
+
+    assert spread(bucketed_batches) < 0.1 * spread(fixed_batches)  # 0.8 tokens against 36
+    _, pool_of_one, batches = epoch(length_bucketing=True, bucket_pool_batches=1)
+    assert pool_of_one == fixed
+    assert all(b["input_ids"].shape[1] == b["input_mask"].sum(1).max() for b in batches)
+
+
 def test_bucketing_pads_less_than_fixed_length():
     rng = np.random.default_rng(3)
     ids = [np.ones(rng.integers(3, 128), np.int32) for _ in range(2000)]
