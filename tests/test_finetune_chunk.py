@@ -1,9 +1,10 @@
 """CoNLL-2000 chunking (`chunk`): the reader on the shared files (sentence, token and chunk counts), tags ↔
 chunks (IOB2 and BIOES round trips, the original's decoder and conlleval's rules on ill-formed tags), the
 chunk F1 against hand counts (two real test sentences; ill-formed predictions under both scorers) and on
-corrupted real test tags (the original's scorer is the default), the first-sub-token alignment and truncation, the tagging loss, the
-task export for the JAX path, bad input as one line naming file and line, and a tiny end-to-end run of
-run_finetuning.py (results JSON, label mapping, CoNLL-style test predictions, the saved model)."""
+corrupted real test tags (the original's scorer is the default), the first-sub-token alignment and
+truncation, the default length (256 for chunk alone), the tagging loss, the task export for the JAX path,
+bad input as one line naming file and line, and a tiny end-to-end run of run_finetuning.py (results JSON,
+label mapping, CoNLL-style test predictions, the saved model)."""
 import json
 import re
 import shutil
