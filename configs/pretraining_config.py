@@ -11,6 +11,7 @@ from typing import Optional
 from configs import loading
 from configs.model_config import ModelConfig, read_model_size
 from common.errors import InputError
+from pretrain.objective import ObjectiveSettings
 
 DTYPE_POLICIES = ("float32", "mixed_bfloat16", "mixed_float16")
 OPTIMIZERS = ("adamw", "lamb")
@@ -96,8 +97,6 @@ class PretrainingConfig:
         if self.optimizer not in OPTIMIZERS:
             raise InputError(f"pretraining config: optimizer {self.optimizer!r} is not one of "
                              f"{', '.join(OPTIMIZERS)}")
-        if not 0.0 < self.mask_prob < 1.0:
-            raise InputError(f"pretraining config: mask_prob {self.mask_prob} must be in (0, 1)")
         for name in ("iterations_per_loop", "save_checkpoints_steps", "num_train_steps",
                      "gradient_accumulation_steps", "train_batch_size", "eval_batch_size"):
             if getattr(self, name) < 1:
@@ -138,6 +137,7 @@ class PretrainingConfig:
             # builds the same model, so it resolves to the same config.
             changes["electra_objective"] = True
         config = dataclasses.replace(self, **changes)
+        config.objective_settings()  # the objective's own checks, once, as one-line input errors
         config.check_two_tower()
         config.model_config()  # validate the architecture overrides now, not at step 0
         return config
@@ -155,6 +155,13 @@ class PretrainingConfig:
             raise InputError(f"pretraining config: {what} needs its own two-tower generator network beside the "
                              f"discriminator, which {' and '.join(conflicts)} rule(s) out; drop "
                              f"{'it' if len(conflicts) == 1 else 'them'} from --hparams")
+
+    def objective_settings(self) -> ObjectiveSettings:
+        """The pretrainer's objective (pretrain.objective.ObjectiveSettings): the fields of the same names."""
+        try:
+            return ObjectiveSettings(**{name: getattr(self, name) for name in ObjectiveSettings.field_names()})
+        except ValueError as error:
+            raise InputError(f"pretraining config: {error}") from None
 
     # ---------------------------------------------------------------- towers
     def model_config(self) -> ModelConfig:

@@ -69,15 +69,7 @@ def build_pretrainer(config, dtype=None):
         raise ValueError("gdes_embeddings shares the generator's embeddings; it cannot be combined "
                          "with untied_generator_embeddings")
     generator, discriminator = build_encoders(config, dtype)
-    return ElectraPretrainer(
-        generator, discriminator, mask_prob=config.mask_prob,
-        max_predictions_per_seq=config.max_predictions_per_seq, mask_token_id=config.mask_token_id,
-        cls_token_id=config.cls_token_id, sep_token_id=config.sep_token_id, gen_weight=config.gen_weight,
-        disc_weight=config.disc_weight, temperature=config.temperature,
-        disallow_correct=config.disallow_correct, uniform_generator=config.uniform_generator,
-        electra_objective=config.electra_objective, dedup_masking=config.dedup_masking,
-        electric_objective=config.electric_objective, vocab_size=config.vocab_size, seed=config.seed,
-        dtype=dtype)
+    return ElectraPretrainer(generator, discriminator, objective=config.objective_settings(), dtype=dtype)
 
 
 def build_optimizer(config):

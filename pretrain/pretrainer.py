@@ -10,14 +10,14 @@ from keras import ops
 from model.heads import DiscriminatorHead, GeneratorHead, gather_positions
 from model.two_tower import TwoTowerEncoder
 from pretrain import electric, losses, masking, metrics, sampling
+from pretrain.objective import ObjectiveSettings
 from pretrain.outputs import FakedData, HeadOutput, PretrainingOutputs
 
 CLOZE_HEAD_NAME = "cloze_predictions"  # the original's scope of the two-tower generator's head
 
 
 class ElectraPretrainer(keras.Model):
-    """ELECTRA replaced-token detection, Electric (electric_objective=True), or (electra_objective=False)
-    MLM only.
+    """ELECTRA replaced-token detection, Electric, or MLM only, as `objective` says.
 
     Args:
       generator: a BertEncoder for the MLM generator (MLM-only: the main model, named "electra"); None
@@ -26,15 +26,11 @@ class ElectraPretrainer(keras.Model):
         unmasked input, its head (`cloze_predictions`) predicts every position, and its loss is the
         softmax cross-entropy over every candidate token (docs/reproduction.md#electric).
       discriminator: a BertEncoder named "electra"; None for the MLM-only objective.
-      mask_prob, max_predictions_per_seq: the masking rule (N slots per sequence).
-      mask_token_id, cls_token_id, sep_token_id: from the vocabulary; [CLS]/[SEP]/[MASK] are never masked.
-      gen_weight, disc_weight: total = gen_weight · MLM + disc_weight · RTD.
-      temperature, disallow_correct, uniform_generator, dedup_masking: the original's options (dedup is ours).
-      electric_objective: Electric's noise-contrastive discriminator (needs a two-tower generator): its
-        logit is the energy head's output + stop_gradient(log q(token)) + log(mask_prob / (1 - mask_prob)),
-        and every position a sample was written to is labelled fake, even when the sample is the original.
-      vocab_size: needed only with uniform_generator and no generator.
-      seed: seeds the masking/sampling SeedGenerator.
+      objective: a pretrain.objective.ObjectiveSettings (masking, sampling, loss weights, which
+        objective; None: the original's defaults), e.g. PretrainingConfig.objective_settings(). With
+        electric_objective the discriminator's logit is the energy head's output + stop_gradient(log
+        q(token)) + log(mask_prob / (1 - mask_prob)), and every position a sample was written to is
+        labelled fake, even when the sample is the original.
       dtype: the Keras dtype policy of the heads (build the encoders with the same one); losses and
         logits stay float32 under any.
 
@@ -42,43 +38,30 @@ class ElectraPretrainer(keras.Model):
     the first step.
     """
 
-    def __init__(self, generator, discriminator, *, mask_prob=0.15, max_predictions_per_seq=19,
-                 mask_token_id=103, cls_token_id=101, sep_token_id=102, gen_weight=1.0, disc_weight=50.0,
-                 temperature=1.0, disallow_correct=False, uniform_generator=False, electra_objective=True,
-                 dedup_masking=False, electric_objective=False, vocab_size=None, seed=None,
-                 name="electra_pretrainer", **kwargs):
+    def __init__(self, generator, discriminator, *, objective=None, name="electra_pretrainer", **kwargs):
         super().__init__(name=name, **kwargs)
-        if electra_objective and discriminator is None:
+        objective = ObjectiveSettings() if objective is None else objective
+        if not isinstance(objective, ObjectiveSettings):
+            raise TypeError(f"objective must be a pretrain.objective.ObjectiveSettings, not {type(objective)}")
+        self.objective = objective
+        if objective.electra_objective and discriminator is None:
             raise ValueError("the ELECTRA objective needs a discriminator")
         self.two_tower = isinstance(generator, TwoTowerEncoder)
-        if electric_objective and not (self.two_tower and electra_objective):
-            raise ValueError("the Electric objective needs a discriminator and a two-tower generator")
-        if self.two_tower and not electra_objective:
+        if objective.electric_objective and not self.two_tower:
+            raise ValueError("the Electric objective needs a two-tower generator")
+        if self.two_tower and not objective.electra_objective:
             raise ValueError("a two-tower generator needs a discriminator (the original has no MLM-only "
                              "two-tower objective)")
-        if generator is None and not uniform_generator:
+        if generator is None and not objective.uniform_generator:
             raise ValueError("a generator is required unless uniform_generator=True")
-        if not electra_objective and uniform_generator:
-            raise ValueError("the MLM-only objective needs a real generator")
         self.generator = generator
-        self.discriminator = discriminator if electra_objective else None
-        self.mask_prob = mask_prob
-        self.max_predictions_per_seq = max_predictions_per_seq
-        self.mask_token_id = mask_token_id
-        self.special_token_ids = (cls_token_id, sep_token_id, mask_token_id)
-        self.gen_weight = gen_weight
-        self.disc_weight = disc_weight
-        self.temperature = temperature
-        self.disallow_correct = disallow_correct
-        self.uniform_generator = uniform_generator
-        self.electra_objective = electra_objective
-        self.dedup_masking = dedup_masking
-        self.electric_objective = electric_objective
+        self.discriminator = discriminator if objective.electra_objective else None
+        self.special_token_ids = objective.special_token_ids
         reference = generator if generator is not None else discriminator
-        self.vocab_size = vocab_size or reference.vocab_size
-        self.seed_generator = keras.random.SeedGenerator(seed, name="masking_seed_generator")
+        self.vocab_size = objective.vocab_size or reference.vocab_size
+        self.seed_generator = keras.random.SeedGenerator(objective.seed, name="masking_seed_generator")
         self.generator_head = None
-        if not uniform_generator:
+        if not objective.uniform_generator:
             self.generator_head = GeneratorHead(
                 self.vocab_size, generator.embedding_size, generator.initializer_range,
                 generator.layer_norm_epsilon, dtype=self.dtype_policy,
@@ -88,7 +71,7 @@ class ElectraPretrainer(keras.Model):
             self.discriminator_head = DiscriminatorHead(
                 self.discriminator.hidden_size, self.discriminator.initializer_range,
                 dtype=self.dtype_policy, name="discriminator_predictions")
-        self.metric_trackers = metrics.PretrainingMetrics(electra_objective, cloze=self.two_tower)
+        self.metric_trackers = metrics.PretrainingMetrics(objective.electra_objective, cloze=self.two_tower)
         self._build_networks()
 
     def encoders(self):
@@ -121,11 +104,12 @@ class ElectraPretrainer(keras.Model):
     # ------------------------------------------------------------------ pieces
     def mask(self, inputs, seed_generator=None):
         """The original's dynamic masking of a batch; see pretrain.masking.mask_inputs."""
+        objective = self.objective
         return masking.mask_inputs(
-            inputs["input_ids"], inputs["input_mask"], mask_prob=self.mask_prob,
-            max_predictions=self.max_predictions_per_seq, mask_token_id=self.mask_token_id,
+            inputs["input_ids"], inputs["input_mask"], mask_prob=objective.mask_prob,
+            max_predictions=objective.max_predictions_per_seq, mask_token_id=objective.mask_token_id,
             special_token_ids=self.special_token_ids, seed=seed_generator or self.seed_generator,
-            dedup=self.dedup_masking)
+            dedup=objective.dedup_masking)
 
     def loss_denominators(self, inputs):
         """{"mlm", "rtd"}: this batch's loss denominators, a pure function of the batch (no randomness).
@@ -138,10 +122,11 @@ class ElectraPretrainer(keras.Model):
         if self.two_tower:
             weights = masking.candidate_mask(input_ids, inputs["input_mask"], self.special_token_ids)
         else:
+            objective = self.objective
             weights = masking.slot_weights(
-                input_ids, inputs["input_mask"], mask_prob=self.mask_prob,
-                max_predictions=self.max_predictions_per_seq, special_token_ids=self.special_token_ids,
-                dedup=self.dedup_masking)
+                input_ids, inputs["input_mask"], mask_prob=objective.mask_prob,
+                max_predictions=objective.max_predictions_per_seq, special_token_ids=self.special_token_ids,
+                dedup=objective.dedup_masking)
         return {"mlm": ops.sum(ops.cast(weights, "float32")),
                 "rtd": ops.sum(ops.cast(inputs["input_mask"], "float32"))}
 
@@ -160,7 +145,7 @@ class ElectraPretrainer(keras.Model):
     def generator_logits(self, masked_inputs, segment_inputs, training):
         """float32 [batch, N, V] logits at the masked slots (a two-tower generator reads the ids given)."""
         positions = masked_inputs["masked_lm_positions"]
-        if self.uniform_generator:
+        if self.objective.uniform_generator:
             return sampling.uniform_generator_logits(ops.shape(positions)[0], ops.shape(positions)[1],
                                                      self.vocab_size)
         if self.two_tower:
@@ -188,6 +173,7 @@ class ElectraPretrainer(keras.Model):
         discriminator's logits and losses, and the faked input the discriminator saw (a two-tower
         generator adds its cloze logits and loss; Electric the energies).
         """
+        objective = self.objective
         input_ids = ops.cast(inputs["input_ids"], "int32")
         input_mask = ops.cast(inputs["input_mask"], "int32")
         segment_ids = ops.cast(inputs["segment_ids"], "int32")
@@ -212,25 +198,25 @@ class ElectraPretrainer(keras.Model):
         generator_terms = cloze.terms if cloze is not None else mlm_terms
         mlm_denominator = generator_terms.denominator if denominators is None else denominators["mlm"]
 
-        if not self.electra_objective:
+        if not objective.electra_objective:
             return PretrainingOutputs(
-                total_loss=losses.combine_losses(generator_terms.numerator, mlm_denominator, self.gen_weight),
+                total_loss=losses.combine_losses(generator_terms.numerator, mlm_denominator, objective.gen_weight),
                 stats=metrics.mlm_stats(mlm_terms.per_token, mlm_logits, target_ids, weights),
                 masked_inputs=masked_inputs, mlm=mlm)
 
         if sampled_ids is None:
-            disallow = target_ids if self.disallow_correct else None
+            disallow = target_ids if objective.disallow_correct else None
             sampled_ids = sampling.sample_tokens(mlm_logits, seed_generator or self.seed_generator,
-                                                 self.temperature, disallow)
+                                                 objective.temperature, disallow)
         fake_ids, labels = sampling.corrupt_inputs(input_ids, sampled_ids,
                                                    masked_inputs["masked_lm_positions"],
-                                                   every_written_is_fake=self.electric_objective)
+                                                   every_written_is_fake=objective.electric_objective)
         sequence = self.discriminator({"input_ids": fake_ids, **segment_inputs}, training=training)
         disc_logits = self.discriminator_head(sequence)
         energies = None
-        if self.electric_objective:
+        if objective.electric_objective:
             energies = disc_logits
-            disc_logits = electric.discriminator_logits(energies, cloze.logits, fake_ids, self.mask_prob)
+            disc_logits = electric.discriminator_logits(energies, cloze.logits, fake_ids, objective.mask_prob)
         rtd = losses.replaced_token_loss_terms(disc_logits, labels, input_mask)
         rtd_denominator = rtd.denominator if denominators is None else denominators["rtd"]
 
@@ -239,8 +225,8 @@ class ElectraPretrainer(keras.Model):
         if cloze is not None:
             stats.update(metrics.cloze_stats(cloze.terms))
         return PretrainingOutputs(
-            total_loss=losses.combine_losses(generator_terms.numerator, mlm_denominator, self.gen_weight,
-                                             self.disc_weight, rtd.numerator, rtd_denominator),
+            total_loss=losses.combine_losses(generator_terms.numerator, mlm_denominator, objective.gen_weight,
+                                             objective.disc_weight, rtd.numerator, rtd_denominator),
             stats=stats, masked_inputs=masked_inputs, mlm=mlm,
             fake=FakedData(fake_ids, labels, sampled_ids),
             disc=HeadOutput(disc_logits, losses.ratio(rtd.numerator, rtd.denominator), rtd),
@@ -258,7 +244,7 @@ class ElectraPretrainer(keras.Model):
 
     def finalize_metrics(self, stats):
         """Summed stats → {metric name: float}, with this model's loss weights."""
-        return metrics.finalize_metrics(stats, self.gen_weight, self.disc_weight)
+        return metrics.finalize_metrics(stats, self.objective.gen_weight, self.objective.disc_weight)
 
     def merged_discriminator_embeddings(self):
         """The discriminator's word table for export (under GDES: shared + its residual)."""
@@ -283,14 +269,18 @@ class ElectraPretrainer(keras.Model):
         return super().metrics + self.metric_trackers.metrics
 
     def get_config(self):
-        """The scalar arguments; the generator and discriminator are not serialised (builders pass them)."""
+        """The objective's settings whole (as a dict) beside Keras' own; the generator and discriminator
+        are not serialised (builders pass them to from_config)."""
         config = super().get_config()
-        config.update({"mask_prob": self.mask_prob,
-                       "max_predictions_per_seq": self.max_predictions_per_seq,
-                       "mask_token_id": self.mask_token_id, "cls_token_id": self.special_token_ids[0],
-                       "sep_token_id": self.special_token_ids[1], "gen_weight": self.gen_weight,
-                       "disc_weight": self.disc_weight, "temperature": self.temperature,
-                       "disallow_correct": self.disallow_correct, "uniform_generator": self.uniform_generator,
-                       "electra_objective": self.electra_objective, "dedup_masking": self.dedup_masking,
-                       "electric_objective": self.electric_objective, "vocab_size": self.vocab_size})
+        config["objective"] = self.objective.to_dict()
         return config
+
+    @classmethod
+    def from_config(cls, config, custom_objects=None):
+        """get_config()'s output plus "generator" and "discriminator" (the networks, built by the caller)."""
+        config = dict(config)
+        objective = config.pop("objective", None)
+        if isinstance(objective, dict):
+            objective = ObjectiveSettings.from_dict(objective)
+        generator, discriminator = config.pop("generator"), config.pop("discriminator")
+        return cls(generator, discriminator, objective=objective, **config)

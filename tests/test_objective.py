@@ -1,0 +1,105 @@
+"""ObjectiveSettings: the config produces it, ElectraPretrainer takes and serialises it whole, and a pretrainer
+built through it has the weights and losses the per-keyword constructor gave (values recorded from it)."""
+import dataclasses
+import hashlib
+
+import keras
+import numpy as np
+import pytest
+
+from common.errors import InputError
+from configs.pretraining_config import PretrainingConfig
+from pretrain.builder import build_encoders, build_pretrainer
+from pretrain.objective import ObjectiveSettings
+from pretrain.pretrainer import ElectraPretrainer
+from tests.test_model_fixtures import tiny_batch, tiny_config
+
+# Recorded at commit 3f60e98 with the old keyword constructor (ElectraPretrainer(..., mask_prob=...,
+# electra_objective=..., seed=...)): keras.utils.set_random_seed(config.seed), build_pretrainer(config), then
+# compute_losses(tiny_batch(lengths=[16, 12, 9, 6]), training=True). "variables" hashes every weight's path,
+# shape and trainability; "abs_weight_sum" sums |w| over all of them in float64.
+RECORDED = {
+    "electra": ({}, {
+        "variables": "b173aaa5259652b4", "abs_weight_sum": 680.9232093731732, "total_loss": 38.37116241455078,
+        "mlm_loss": 4.107724666595459, "disc_loss": 0.685268759727478}),
+    "mlm_only": ({"electra_objective": False}, {
+        "variables": "ae4efd887abd9915", "abs_weight_sum": 510.3349749623426, "total_loss": 4.127768039703369,
+        "mlm_loss": 4.127768039703369}),
+    "electric_readme_spelling": ({"electra_objective": False, "electric_objective": True}, {
+        "variables": "1058dff9e6e99224", "abs_weight_sum": 834.4653633118588, "total_loss": 44.68269348144531,
+        "mlm_loss": 4.103353023529053, "disc_loss": 0.8121259808540344}),
+    "uniform_options": ({"uniform_generator": True, "disallow_correct": True, "dedup_masking": True,
+                         "temperature": 0.5, "gen_weight": 2.0, "disc_weight": 10.0, "mask_prob": 0.25, "seed": 3}, {
+        "variables": "86abb2d6f30a3754", "abs_weight_sum": 512.6327647094104, "total_loss": 15.013038635253906,
+        "mlm_loss": 4.094344139099121, "disc_loss": 0.6824349761009216}),
+    "generator_options": ({"disallow_correct": True, "dedup_masking": True, "temperature": 0.5, "gen_weight": 2.0,
+                           "disc_weight": 10.0, "mask_prob": 0.25, "max_predictions_per_seq": 3, "seed": 11}, {
+        "variables": "b173aaa5259652b4", "abs_weight_sum": 686.6887746270967, "total_loss": 15.170540809631348,
+        "mlm_loss": 4.108839511871338, "disc_loss": 0.6952861547470093}),
+}
+
+
+def fingerprint(model, batch):
+    names = "\n".join(f"{v.path} {tuple(v.shape)} {v.trainable}" for v in model.weights)
+    outputs = model.compute_losses(batch, training=True)
+    found = {"variables": hashlib.sha256(names.encode()).hexdigest()[:16],
+             "abs_weight_sum": float(sum(np.abs(np.asarray(v, "float64")).sum() for v in model.weights)),
+             "total_loss": float(outputs.total_loss), "mlm_loss": float(outputs.mlm.loss)}
+    if outputs.disc is not None:
+        found["disc_loss"] = float(outputs.disc.loss)
+    return found
+
+
+@pytest.mark.parametrize("case", sorted(RECORDED))
+def test_weights_and_losses_equal_those_of_the_keyword_constructor(case):
+    hparams, recorded = RECORDED[case]
+    config = tiny_config(**hparams)
+    keras.utils.set_random_seed(config.seed)
+    found = fingerprint(build_pretrainer(config), tiny_batch(lengths=[16, 12, 9, 6]))
+    assert found.pop("variables") == recorded["variables"]
+    assert found == pytest.approx({key: value for key, value in recorded.items() if key != "variables"}, rel=1e-6)
+
+
+def test_the_config_names_every_setting_and_the_pretrainer_keeps_it_whole():
+    config = tiny_config(gen_weight=2.0, dedup_masking=True, seed=5)
+    settings = config.objective_settings()
+    assert {name: getattr(config, name) for name in ObjectiveSettings.field_names()} == settings.to_dict()
+    model = build_pretrainer(config)
+    assert model.objective == settings and model.special_token_ids == (1, 2, 3)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        settings.gen_weight = 3.0
+
+
+def test_get_config_round_trips_through_from_config():
+    config = tiny_config(electric_objective=True, temperature=0.5)
+    keras.utils.set_random_seed(config.seed)
+    model = build_pretrainer(config)
+    saved = model.get_config()
+    assert saved["objective"] == config.objective_settings().to_dict()
+    keras.utils.set_random_seed(config.seed)
+    generator, discriminator = build_encoders(config)
+    clone = ElectraPretrainer.from_config({**saved, "generator": generator, "discriminator": discriminator})
+    assert clone.objective == model.objective and clone.get_config() == saved
+    batch = tiny_batch(lengths=[16, 12, 9, 6])
+    assert fingerprint(clone, batch) == fingerprint(model, batch)
+
+
+def test_the_electric_spellings_resolve_alike():
+    readme = ObjectiveSettings(electra_objective=False, electric_objective=True)
+    assert readme == ObjectiveSettings(electric_objective=True) and readme.electra_objective
+    config = tiny_config(electra_objective=False, electric_objective=True)
+    assert config.objective_settings() == tiny_config(electric_objective=True).objective_settings()
+
+
+@pytest.mark.parametrize("values,fragment", [
+    ({"mask_prob": 1.0}, "mask_prob"),
+    ({"max_predictions_per_seq": 0}, "max_predictions_per_seq"),
+    ({"electra_objective": False, "uniform_generator": True}, "uniform_generator"),
+])
+def test_bad_settings_are_refused_once_here_and_as_input_errors_by_the_config(values, fragment):
+    with pytest.raises(ValueError, match=fragment):
+        ObjectiveSettings(**values)
+    with pytest.raises(InputError, match=f"pretraining config: .*{fragment}"):
+        PretrainingConfig.create({"model_size": "electra_tiny", **values})
+    with pytest.raises(ValueError, match="unknown objective settings"):
+        ObjectiveSettings.from_dict({"mask_probability": 0.2})
