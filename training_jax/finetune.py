@@ -18,7 +18,7 @@ allowed); together they must hold every discriminator encoder weight (electra/..
 (generator/..., heads) are ignored. `--weights none`: the control, an encoder randomly initialised from
 the pretraining config's seed (the same one in every trial).
 
-Each task is fine-tuned alone (as bench/rtd_vs_mlm.py does), one after another, so multitask_batches
+Each task is fine-tuned alone (as the RTD-vs-MLM study does), one after another, so multitask_batches
 does not apply here (JaxTrainer itself trains mixed batches of several tasks as the TensorFlow trainer
 does, for a caller that gives TrialRunner several tasks); OUT/<task>_results.json
 is TrialRunner's results file (every trial, median/mean/std, majority baseline), rewritten after each

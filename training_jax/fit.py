@@ -46,7 +46,7 @@ def units_that_fit(rates, steps_per_unit, seconds, multiple):
 
 def sized_fields(steps, budgets, warmup_fraction, evals):
     """The config fields and the run's checkpoint and evaluation steps for a `steps`-step run with
-    `budgets` evenly spaced checkpoints (the study's rule: bench/study/plan.py pretraining_hparams)."""
+    `budgets` evenly spaced checkpoints (the study's rule: studies/rtd_vs_mlm/plan.py pretraining_hparams)."""
     every = steps // budgets
     return {"config": {"num_train_steps": steps, "num_warmup_steps": warmup_steps(steps, warmup_fraction),
                        "save_checkpoints_steps": every, "eval_every_steps": every, "extra_checkpoint_steps": ()},

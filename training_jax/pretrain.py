@@ -1,7 +1,7 @@
 """Pretraining under KERAS_BACKEND=jax from exported arrays, in pieces that resume where they stopped.
 
     # where TensorFlow is installed: build the dataset and export what the accelerator needs
-    python -m bench.rtd_vs_mlm --work-dir runs/study --device-export device_study
+    python -m studies.rtd_vs_mlm --work-dir runs/study --device-export device_study
     # on the accelerator (JAX and Keras only); run the same command again until it says "done"
     KERAS_BACKEND=jax python -m training_jax.pretrain --study device_study --arm electra \\
         --out jax_runs/electra --time-limit-minutes 8.5
@@ -45,7 +45,7 @@ TRAIN_ARRAYS = "train.npz"
 EVAL_ARRAYS = "eval.npz"
 METRICS_FILE = "metrics.jsonl"
 COMPILE_CACHE = "jax_cache"  # in the study folder: compiled programs shared by the pieces of its runs
-LEGACY_RUN_FILE = "run.json"  # where the first runs (docs/data/h100_probe) wrote the run record
+LEGACY_RUN_FILE = "run.json"  # where the first runs (studies/device_curves/h100_probe) wrote the run record
 DONE, PAUSED = "done", "paused"
 
 
@@ -167,7 +167,7 @@ class Run:
         self.args = args
         if not (args.study / STUDY_FILE).is_file():
             raise InputError(f"{args.study / STUDY_FILE}: missing; pass the folder a --device-export wrote "
-                             "(bench/rtd_vs_mlm.py or bench/electric_ranking.py)")
+                             "(python -m studies.rtd_vs_mlm or studies.electric.ranking)")
         study = self.study = json.loads((args.study / STUDY_FILE).read_text())
         study_arm(study, args.study, args.arm)
         arm = fit.arm_entry(args.study, study, args.arm)  # once sized (a rerun of a --fit-minutes run): that size
@@ -457,7 +457,7 @@ def measure(study_dir, config_file, arm, steps=30):
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--study", type=pathlib.Path, required=True,
-                        help="the folder bench/rtd_vs_mlm.py (or bench/electric_ranking.py) --device-export wrote")
+                        help="the folder studies.rtd_vs_mlm (or studies.electric.ranking) --device-export wrote")
     parser.add_argument("--arm", required=True, help="one of the arms study.json lists (the RTD-vs-MLM study: "
                         "electra, mlm; the Electric bench: electric)")
     parser.add_argument("--out", type=pathlib.Path, required=True)
