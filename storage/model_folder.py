@@ -31,7 +31,7 @@ from configs.pretraining_config import PretrainingConfig
 __all__ = [
     "CONFIG_FILE", "WORDPIECE_VOCAB", "CHECKPOINT_NAME", "STATE_FILE", "require_tensorflow_backend",
     "has_config", "read_config", "write_config", "find_vocab", "require_vocab", "vocab_copy_name", "copy_vocab",
-    "vocab_copies", "checkpoint_step", "checkpoint_prefix", "is_complete", "write_state", "link_checkpoint",
+    "vocab_copies", "checkpoint_step", "checkpoint_prefix", "saved_checkpoints", "is_complete", "write_state", "link_checkpoint",
     "read_state", "listed_checkpoints", "latest_checkpoint", "resolve_checkpoint", "checkpoint_exists",
     "model_trackable", "write_weights", "restore_weights", "holds_optimizer_state", "restore_errors",
     "checkpoint_problem", "newest_complete_checkpoint", "explaining_damage", "damaged_state_error",
@@ -125,6 +125,13 @@ def checkpoint_step(prefix):
 def checkpoint_prefix(folder, step):
     """The prefix of checkpoint `step` in the folder (…/ckpt-N)."""
     return str(pathlib.Path(folder) / f"{CHECKPOINT_NAME}-{step}")
+
+
+def saved_checkpoints(folder):
+    """Every ckpt-N prefix in the folder that has its index file, oldest first by N, whether or not the state
+    file lists it (what a damaged folder still holds; every checkpoint a study scores)."""
+    indexes = pathlib.Path(folder).glob(f"{CHECKPOINT_NAME}-*.index")
+    return sorted((str(index.with_suffix("")) for index in indexes), key=checkpoint_step)
 
 
 def checkpoint_exists(prefix):
@@ -328,10 +335,9 @@ def checkpoint_problem(path):
 def newest_complete_checkpoint(folder, skip=None):
     """The newest checkpoint prefix in `folder` (by N of its ckpt-N.index) that reads back whole, other than
     `skip`, whether or not the state file lists it; None when there is none."""
-    indexes = pathlib.Path(folder).glob(f"{CHECKPOINT_NAME}-*.index")
-    on_disk = sorted((str(index.with_suffix("")) for index in indexes), key=checkpoint_step, reverse=True)
     skip = None if skip is None else str(pathlib.Path(skip))
-    return next((prefix for prefix in on_disk if prefix != skip and checkpoint_problem(prefix) is None), None)
+    return next((prefix for prefix in reversed(saved_checkpoints(folder))
+                 if prefix != skip and checkpoint_problem(prefix) is None), None)
 
 
 @contextlib.contextmanager

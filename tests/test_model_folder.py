@@ -54,3 +54,11 @@ def test_a_linked_checkpoint_is_a_complete_folder_of_its_own(tmp_path):
                                                         "config.json", "vocab.txt"]
     assert (linked / "ckpt-2.index").stat().st_ino == (source / "ckpt-2.index").stat().st_ino  # hard links
     assert model_folder.read_config(linked) == model_folder.read_config(source)
+
+
+def test_saved_checkpoints_are_every_index_on_disk_by_step(tmp_path):
+    folder = fake_folder(tmp_path / "run", steps=(2, 5, 10))
+    (folder / "ckpt-7.data-00000-of-00001").write_bytes(b"")  # no index: not a checkpoint
+    model_folder.write_state(folder, "ckpt-5")  # listed or not, each is on disk
+    assert model_folder.saved_checkpoints(folder) == [str(folder / f"ckpt-{step}") for step in (2, 5, 10)]
+    assert model_folder.saved_checkpoints(tmp_path / "nothing") == []
