@@ -12,7 +12,8 @@ NOT_PRODUCT = ("bench", "studies", "tests")
 # What each of these may not import: the storage layer is below every user of a model folder, and the
 # packages that use a folder reach it through storage/, not through the training loop.
 BELOW = {"storage": ("training", "training_jax", "finetune", "checkpoints", "inference"),
-         "finetune": ("training", "inference"), "inference": ("training", "finetune", "checkpoints")}
+         "finetune": ("training", "inference"), "checkpoints": ("training", "inference"),
+         "inference": ("training", "finetune", "checkpoints")}
 
 
 def module_files():
