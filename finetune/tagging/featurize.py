@@ -38,15 +38,17 @@ def bioes_ids(tags: Sequence[str], index) -> List[int]:
     return [index[tag] for tag in encode(chunks(tags), len(tags), "BIOES")]
 
 
-def featurize_sentences(sentences, tokenizer, max_seq_length, label_names) -> dict:
+def featurize_sentences(sentences, tokenizer, max_seq_length, label_names, encode_tags=None) -> dict:
     """{"sequences": {input_ids, segment_ids, tag_ids, tag_mask}} (unpadded int32 per sentence; tag ids 0
-    where there is no label, and everywhere for untagged sentences), "scalars": {}, "count", "examples"."""
+    where there is no label, and everywhere for untagged sentences), "scalars": {}, "count", "examples".
+    `encode_tags(tags, index)`: a sentence's tags → label ids (default bioes_ids: span tags as BIOES)."""
     index = {name: i for i, name in enumerate(label_names)}
+    encode_tags = encode_tags or bioes_ids
     sequences = {"input_ids": [], "segment_ids": [], "tag_ids": [], "tag_mask": []}
     for sentence, (ids, positions) in zip(sentences, align(sentences, tokenizer, max_seq_length)):
         tag_ids, tag_mask = np.zeros(len(ids), np.int32), np.zeros(len(ids), np.int32)
         if sentence.tags is not None:
-            tag_ids[positions] = bioes_ids(sentence.tags, index)[:len(positions)]
+            tag_ids[positions] = encode_tags(sentence.tags, index)[:len(positions)]
         tag_mask[positions] = 1
         for name, values in (("input_ids", ids), ("segment_ids", np.ones(len(ids), np.int32)),
                              ("tag_ids", tag_ids), ("tag_mask", tag_mask)):
