@@ -1,16 +1,25 @@
-"""Fine-tunes a pretrained ELECTRA on GLUE tasks, SQuAD, MRQA sets or CoNLL-2000 chunking with the
-original's heads and recipe.
+"""Fine-tunes a pretrained ELECTRA on GLUE tasks, SQuAD, MRQA sets, CoNLL-2000 chunking or a task of your own
+files with the original's heads and recipe.
 
     python run_finetuning.py --model-name electra_small --task mnli
     python run_finetuning.py --model-name my_model --task cola,sts --num-trials 10 --do-predict
     python run_finetuning.py --model-name electra_base --task squad --hparams '{"learning_rate": 5e-5}'
+    python run_finetuning.py --model-name electra_small --task my_task --train-file train.csv \\
+        --dev-file dev.jsonl --text-fields question,sentence --label-field label
+    python run_finetuning.py --model-name electra_small --task my_ner --train-file train.conll \\
+        --dev-file dev.conll --task-type tagging --text-fields 0 --label-field 3
 
 Reads the pretrained folder <data-dir>/models/<model-name>/ (config.json, vocabulary, latest checkpoint)
 and the task data under <data-dir>/finetuning_data/ (or --finetuning-data-dir): <task>/ with the
 original's lower-case names or GLUE's and SQuAD's own (SST-2/, glue_data/STS-B/, train-v2.0.json).
+A task of your own files (any name that is not a built-in task's) is read from --train-file, --dev-file
+and --test-file (CSV, TSV, JSON lines; CoNLL-style column files for tagging) or a --task-spec JSON file;
+question answering on your own files is --task squadv1 / squad (SQuAD-format train.json and dev.json in
+<finetuning-data-dir>/squad/) or --task mrqa:<name> (an MRQA-format set in <finetuning-data-dir>/<name>/).
 Writes into the model folder: results/<task>_results.json (every trial, median/mean/std),
 finetuning_models/<task>_model_<trial>/, finetuning_logs/ (TensorBoard) and, with --do-predict,
-test_predictions/trial_<k>/ (GLUE submission TSVs, SQuAD prediction JSON with null odds, chunk_test.txt).
+test_predictions/trial_<k>/ (GLUE submission TSVs, SQuAD prediction JSON with null odds, chunk_test.txt,
+<task>_test.tsv or <task>_test.txt for your own tasks).
 """
 import argparse
 import os
@@ -31,9 +40,14 @@ def parse_args(argv=None):
     parser.add_argument("--model-name", required=True, help="a pretrained model folder under <data-dir>/models/")
     parser.add_argument("--task", required=True,
                         help="cola, sst, mrpc, sts, qqp, mnli, qnli, rte, wnli, squad (2.0), squadv1, newsqa, "
-                             "naturalqs, triviaqa, searchqa, mrqa:<name> (any MRQA-format set), chunk "
-                             "(CoNLL-2000); several separated by commas share one encoder (a head each), their "
-                             "examples mixed in every batch as the original's (hparams multitask_batches)")
+                             "naturalqs, triviaqa, searchqa, mrqa:<name>, chunk (CoNLL-2000), or a name of your "
+                             "own with --train-file/--dev-file or --task-spec. Question answering on your own "
+                             "files: SQuAD-format train.json/dev.json in <finetuning-data-dir>/squad/ (--task "
+                             "squadv1, or squad with unanswerable questions) or an MRQA-format set in "
+                             "<finetuning-data-dir>/<name>/ (--task mrqa:<name>). Several tasks separated by "
+                             "commas share one "
+                             "encoder (a head each), their examples mixed in every batch as the original's "
+                             "(hparams multitask_batches)")
     parser.add_argument("--data-dir", type=pathlib.Path, default=None,
                         help=f"default ${paths.DATA_DIR_ENV} or ./{paths.DEFAULT_DATA_DIR}")
     parser.add_argument("--finetuning-data-dir", type=pathlib.Path, default=None,
@@ -44,10 +58,81 @@ def parse_args(argv=None):
                                                                       "(default 1; same as hparams num_trials)")
     parser.add_argument("--do-predict", action="store_true", help="also write test-set predictions")
     parser.add_argument("--skip-bad-rows", action="store_true",
-                        help="skip rows that cannot be parsed (GLUE TSV rows, MRQA lines, CoNLL sentences), as "
+                        help="skip rows that cannot be parsed (GLUE TSV rows, MRQA lines, CoNLL sentences, rows of your own "
+                             "files), as "
                              "the original did, with a count per file, instead of stopping (same as hparams "
                              "skip_bad_rows)")
+    own = parser.add_argument_group(
+        "a task of your own files", "flags named as Hugging Face's run_glue / run_ner examples name theirs; the "
+        "full reference, formats and errors: docs/finetuning.md#your-own-files")
+    own.add_argument("--train-file", "--train_file", dest="train_file", default=None,
+                     help="training rows: .csv, .tsv, .jsonl (.json; .gz too) with a header / keys naming the "
+                          "fields; for tagging a CoNLL-style column file (a word and its tag per line)")
+    own.add_argument("--dev-file", "--validation-file", "--validation_file", dest="dev_file", default=None,
+                     help="the rows the metrics are computed on (same fields as the training file)")
+    own.add_argument("--test-file", "--test_file", dest="test_file", default=None,
+                     help="rows to predict with --do-predict (labels not needed)")
+    own.add_argument("--text-fields", default=None,
+                     help="one or two text fields, comma-separated (default sentence1,sentence2 when both "
+                          "exist, else sentence, else text); tagging: the word's column number (default 0)")
+    own.add_argument("--label-field", default=None,
+                     help="the label field (default label); tagging: the tag's column number (default -1, "
+                          "the last)")
+    own.add_argument("--task-type", choices=("classification", "regression", "tagging"), default=None,
+                     help="default classification for a .csv/.tsv/.jsonl training file, else tagging; "
+                          "regression needs numeric labels")
+    own.add_argument("--label-names", default=None,
+                     help="classification: the labels in the head's order, comma-separated (default: the "
+                          "training file's, sorted as run_glue sorts them, as numbers when all are integers)")
+    own.add_argument("--score-range", default=None,
+                     help="regression: MIN,MAX of the scores (default the training file's); targets are "
+                          "(score - MIN) / MAX, as STS-B's")
+    own.add_argument("--task-spec", type=pathlib.Path, default=None,
+                     help="a JSON file describing your task(s) instead of the flags above: one object (or a "
+                          "list) with name, task_type, train_file, dev_file, test_file, text_fields, "
+                          "label_field, label_names, score_range, unordered_pairs, format; paths relative to "
+                          "the file")
     return parser.parse_args(argv)
+
+
+OWN_FLAGS = ("train_file", "dev_file", "test_file", "text_fields", "label_field", "task_type", "label_names",
+             "score_range")
+
+
+def own_tasks(args):
+    """The tasks of the user's files that the flags or --task-spec describe (finetune.custom); [] for none.
+    Every name in --task that is not a built-in task's must be one of them."""
+    from finetune.custom.spec import from_flags, read_spec_file
+    from finetune.custom.task import make_task
+    from finetune.registry import FAMILIES, task_names
+
+    builtin = task_names() + list(FAMILIES)
+    given = [name for name in OWN_FLAGS if getattr(args, name) is not None]
+    names = [part.strip() for part in (args.task or "").split(",") if part.strip()]
+    new = [name for name in names if name.lower() not in builtin and name.partition(":")[0].lower() not in FAMILIES]
+    if args.task_spec is not None:
+        if given:
+            raise InputError(f"--task-spec with --{given[0].replace('_', '-')}: describe a task of your own files "
+                             "either by the flags or by the spec file, not both")
+        specs = read_spec_file(args.task_spec, builtin)
+        described = [spec.name.lower() for spec in specs]
+        for name in new:
+            if name.lower() not in described:
+                raise InputError(f"--task {name}: neither a built-in task nor in --task-spec {args.task_spec} "
+                                 f"(which describes {', '.join(spec.name for spec in specs)})")
+        return [make_task(spec) for spec in specs]
+    if not given:
+        return []  # an unknown name is then refused by the registry, with the list of tasks
+    if len(new) > 1:
+        raise InputError(f"--task {args.task}: the file flags describe one task of your own files, and "
+                         f"{', '.join(new)} are all new names; describe several with --task-spec")
+    if not new and len(names) != 1:
+        raise InputError(f"--task {args.task}: with --{given[0].replace('_', '-')}, name your own task in --task "
+                         "(a name that is not a built-in task's, e.g. my_task)")
+    name = new[0] if new else names[0]  # a built-in name alone is refused by the spec's check, with a fix
+    return [make_task(from_flags(name, args.train_file, args.dev_file, args.test_file, args.text_fields,
+                                 args.label_field, args.task_type, args.label_names, args.score_range,
+                                 builtin_names=builtin))]
 
 
 def prepare(args, say=print):
@@ -56,7 +141,7 @@ def prepare(args, say=print):
     from finetune.registry import parse_task_list
 
     data_dir = args.data_dir or paths.default_data_dir()
-    tasks = parse_task_list(args.task)
+    tasks = parse_task_list(args.task, own_tasks(args))
     pretrained = read_model_folder(paths.models_dir(data_dir) / args.model_name)
     overrides = {}
     if args.num_trials is not None:
@@ -65,7 +150,7 @@ def prepare(args, say=print):
         overrides["num_trials"] = args.num_trials
     if args.skip_bad_rows:
         overrides["skip_bad_rows"] = True
-    config = FinetuningConfig.create(args.hparams, pretrained.recipe_size, [t.name for t in tasks],
+    config = FinetuningConfig.create(args.hparams, pretrained.recipe_size, [t.recipe_name for t in tasks],
                                      overrides=overrides)
     limit = pretrained.model_config.max_position_embeddings
     if config.max_seq_length > limit:

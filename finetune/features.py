@@ -50,6 +50,12 @@ def pack(tokens_a, tokens_b, cls_id, sep_id, max_seq_length):
     return ids, segments
 
 
+def unordered_pairs(task) -> bool:
+    """Whether the task's training pairs are also taken swapped: MRPC and STS (the original's
+    double_unordered), or a task that says so (a task of the user's files whose spec has unordered_pairs)."""
+    return bool(getattr(task, "unordered_pairs", task.name in DOUBLE_UNORDERED_TASKS))
+
+
 def featurize(task, examples, tokenizer, max_seq_length, training=False, double_unordered=True) -> Features:
     """Tokenizes every text in one batched call, then packs. Test examples get label -1 (NaN for STS)."""
     texts = [e.text_a for e in examples] + [e.text_b for e in examples if e.text_b is not None]
@@ -58,7 +64,7 @@ def featurize(task, examples, tokenizer, max_seq_length, training=False, double_
     tokens_b = iter(encoded[len(examples):])
     pairs = [(a, next(tokens_b) if e.text_b is not None else None) for e, a in zip(examples, tokens_a)]
     order = list(range(len(examples)))
-    if training and double_unordered and task.name in DOUBLE_UNORDERED_TASKS:
+    if training and double_unordered and unordered_pairs(task):
         pairs = pairs + [(b, a) for a, b in pairs]
         order = order + order
     special = tokenizer.special_ids

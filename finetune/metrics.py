@@ -21,6 +21,17 @@ def f1_binary(labels, predictions, positive=1) -> float:
     return 100.0 * float(2 * precision * recall / (precision + recall))
 
 
+def f1_macro(labels, predictions) -> float:
+    """The mean of the classes' F1 over the classes in the gold labels or the predictions (scikit-learn's
+    average="macro"); a class without true positives scores 0."""
+    labels, predictions = np.asarray(labels), np.asarray(predictions)
+    classes = np.union1d(labels, predictions)
+    if classes.size == 0:
+        return 0.0
+    scores = [f1_binary(labels, predictions, positive=value) for value in classes]
+    return float(np.mean(scores))
+
+
 def matthews_corrcoef(labels, predictions) -> float:
     """Binary Matthews correlation (CoLA); 0 when a row or column of the confusion matrix is empty."""
     labels, predictions = np.asarray(labels).astype(bool), np.asarray(predictions).astype(bool)

@@ -1,7 +1,7 @@
 """The one place that lists the task modules: each exposes TASKS, a list of Task instances, and may expose
 TASK_FAMILIES, {prefix: a function giving the Task named `prefix:<argument>` from its argument} (MRQA's
 mrqa:<name>); the loop, the trials and the command line find tasks here by name."""
-from typing import Dict, List
+from typing import Dict, List, Sequence
 
 from common.errors import InputError
 from finetune import glue
@@ -43,11 +43,14 @@ def get_task(name: str) -> Task:
     return REGISTRY[key]
 
 
-def parse_task_list(text: str) -> List[Task]:
+def parse_task_list(text: str, own_tasks: Sequence[Task] = ()) -> List[Task]:
+    """The tasks `--task` names, in its order; `own_tasks`: tasks of the user's files (finetune.custom),
+    found by their names before the built-in ones (whose names they cannot take)."""
     names = [part for part in (text or "").split(",") if part.strip()]
     if not names:
         raise InputError("--task: no task given; pass one of " + ", ".join(task_names()))
-    tasks = [get_task(name) for name in names]
+    own = {task.name.lower(): task for task in own_tasks}
+    tasks = [own.get(name.strip().lower()) or get_task(name) for name in names]
     if len({t.name for t in tasks}) != len(tasks):
         raise InputError(f"--task {text!r}: a task is named twice; name each once")
     return tasks

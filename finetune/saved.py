@@ -2,7 +2,8 @@
 
 The folder holds a TF checkpoint of every weight by path (encoder `electra/...`, head
 `task_specific/<task>/...`), `finetuning_info.json` (task, labels, pair or single, max_seq_length, the
-encoder's ModelConfig, head settings, casing) and a copy of the vocabulary, so it is complete on its
+encoder's ModelConfig, head settings, casing; for a task of the user's files also its text fields or
+word and tag columns and tag scheme) and a copy of the vocabulary, so it is complete on its
 own: the SavedModel exporter reads it through `load_finetuned_model`.
 """
 import dataclasses
@@ -37,6 +38,11 @@ class FinetunedInfo:
     # Regression: (min, max) of the scores; the head outputs (score − min) / max. None: raw scores (and
     # every folder written before targets were normalised).
     score_range: Optional[List[float]] = None
+    # A task of the user's files (finetune.custom): the fields a row's texts come from (CSV, TSV or JSON
+    # lines: the text fields by name; None for built-in tasks) and, for tagging, "span" (BIOES labels over
+    # span types) or "tags" (the file's tags as they are).
+    text_fields: Optional[List[str]] = None
+    tag_scheme: Optional[str] = None
 
 
 def model_folder_name(task_name, trial):
@@ -73,6 +79,7 @@ def save_finetuned_model(folder, encoder, head, task, config, pretrained, metric
         "do_lower_case": pretrained.do_lower_case, "model_config": pretrained.model_config.to_dict(),
         "head": head_config, "metrics": metrics or {}, "pretrained_checkpoint": str(pretrained.checkpoint),
         "score_range": list(task.score_range) if task.kind == "regression" else None,
+        **getattr(task, "saved_info", dict)(),  # a task of the user's files: the fields its inputs come from
     }
     (temp / INFO_FILE).write_text(json.dumps(info, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     set_aside(folder)
@@ -98,7 +105,8 @@ def read_info(folder) -> FinetunedInfo:
             do_lower_case=bool(values["do_lower_case"]),
             sp_model=str(folder.resolve() / values["sp_model"]) if values.get("sp_model") else None,
             model_config=dict(values["model_config"]), head=dict(values["head"]),
-            metrics=dict(values.get("metrics", {})), score_range=values.get("score_range"))
+            metrics=dict(values.get("metrics", {})), score_range=values.get("score_range"),
+            text_fields=values.get("text_fields"), tag_scheme=values.get("tag_scheme"))
     except KeyError as error:
         raise InputError(f"{path}: lacks the key {error}; re-run the fine-tuning that wrote it") from None
 

@@ -59,6 +59,22 @@ class Task(abc.ABC):
     def num_outputs(self) -> int:
         return len(self.label_names) or 1
 
+    @property
+    def recipe_name(self) -> str:
+        """The name the recipe reads (FinetuningConfig.with_recipe: RTE and STS alone get 10 epochs, names
+        holding "squad" or "qa" SQuAD's, chunk alone 256 tokens): the task's own, but for a task of the
+        user's files, whose name the user chose and so must not pick a recipe."""
+        return self.name
+
+    def describe(self) -> dict:
+        """What the results JSON says about the task beyond its name and labels ({} for built-in tasks)."""
+        return {}
+
+    def saved_info(self) -> dict:
+        """Keys added to a fine-tuned model's finetuning_info.json beyond the common ones ({} for built-in
+        tasks; a task of the user's files names the fields its inputs come from)."""
+        return {}
+
     @abc.abstractmethod
     def eval_splits(self) -> Dict[str, str]:
         """{split file stem: suffix of its metric names} for evaluation (MNLI: matched and mismatched)."""

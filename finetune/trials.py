@@ -186,7 +186,10 @@ class TrialRunner:
             if path not in self._results_started:
                 set_aside(path)  # a previous run's results are kept beside, never overwritten
                 self._results_started.add(path)
+            spec = getattr(data.task, "describe", dict)()  # a task of the user's files: its spec
+            own = {"task_spec": spec} if spec else {}
             save_json({"task": data.task.name, "primary_metric": data.task.primary_metric,
+                       "label_names": data.task.label_names, **own,
                        "model_folder": str(self.pretrained.folder), "checkpoint": str(self.pretrained.checkpoint),
                        "tasks_trained_together": [d.task.name for d in self.task_data],
                        "num_train_steps": self.num_steps, "config": self.config.to_dict(),
