@@ -81,3 +81,18 @@ def test_import_refuses_what_does_not_match(exported, tmp_path, capsys):
     message = capsys.readouterr().err.strip().splitlines()[-1]
     assert message.startswith(f"error: {tmp_path / 'weights-3.npz'}: its weights do not match the config's model")
     assert not (tmp_path / "data" / "models" / "wrong").exists()  # nothing half-written
+
+
+def test_weights_in_shards_read_back_whole(tmp_path):
+    """What a device call can bring back (files of at most 16 MiB), read back whole."""
+    from training_jax import weights as jax_weights
+
+    values = {f"layer_{i}/kernel": np.full((64, 64), i, np.float16) for i in range(5)}  # 8 KiB each
+    jax_weights.write_shards(values, tmp_path, "weights-9.npz", max_bytes=20_000)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [f"weights-9.part{k}of3.npz" for k in (1, 2, 3)]
+    whole = jax_weights.read_weights(tmp_path, "weights-9.npz")
+    assert sorted(whole) == sorted(values) and all(np.array_equal(whole[k], values[k]) for k in values)
+    (tmp_path / "weights-9.part2of3.npz").unlink()
+    with pytest.raises(Exception, match="2 of the 3 shards"):
+        jax_weights.read_weights(tmp_path, "weights-9.npz")
+    assert jax_weights.read_weights(tmp_path, "weights-1.npz") is None

@@ -8,8 +8,10 @@ import textwrap
 import numpy as np
 import pytest
 
+from training_jax import weights as jax_weights
+
 from studies.electric import ranking as electric_ranking
-from studies.rtd_vs_mlm import device as study_device, stages
+from studies.rtd_vs_mlm import stages
 
 SENTENCES = 12
 
@@ -94,7 +96,7 @@ def test_the_whole_electric_device_sequence_dry_runs_on_the_cpu(exported, tmp_pa
     back = sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file())
     assert back == ["electric/config.json", "electric/metrics.jsonl", "electric/ranking.json",
                     "electric/weights-14.part1of1.npz"]
-    assert all((out / name).stat().st_size <= study_device.SHARD_BYTES for name in back)
+    assert all((out / name).stat().st_size <= jax_weights.SHARD_BYTES for name in back)
     splits, run = pretrain.read_metrics(out / "electric")
     assert run["num_train_steps"] == steps and splits["train"][-1]["step"] == steps
     assert [r["step"] for r in splits["eval"]][-1] == steps
@@ -117,7 +119,7 @@ def test_the_whole_electric_device_sequence_dry_runs_on_the_cpu(exported, tmp_pa
         assert here[key] == pytest.approx(there[key], rel=1e-3, abs=1e-4)
 
     folder = work / "models" / "electric_device_step14"
-    came_back = study_device.read_weights(out / "electric", pretrain.weights_file(14))
+    came_back = jax_weights.read_weights(out / "electric", pretrain.weights_file(14))
     loaded = load_model_folder(folder)
     assert loaded.step == 14 and sorted(v.path for v in loaded.pretrainer.weights) == sorted(came_back)
     for variable in loaded.pretrainer.weights:

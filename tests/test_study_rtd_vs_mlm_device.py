@@ -4,6 +4,8 @@ import shutil
 
 import pytest
 
+from training_jax import weights as jax_weights
+
 from studies.rtd_vs_mlm import cli as rtd_vs_mlm, device, plan as study_plan, stages
 from tests.test_study_rtd_vs_mlm import plan_in
 
@@ -59,15 +61,17 @@ def test_the_two_device_calls_run_as_printed_then_import_and_finetune_here(tmp_p
     repo = repository_mirror(stages.REPO, tmp_path / "repo")
     repack_wheels(device.wheel_requirements(), repo / device.WHEELS_DIR)
     plan, export = export_tiny_study(tmp_path, finetune_tasks=True, seeds=1, finetune_max_steps=1,
-                                     export=repo / "device_study", minutes=(3.0, 4.0))
+                                     export=repo / "device_study", minutes=(7.0, 5.0))
+    # Minutes to spare: the runs stop at the planned 6 steps (as many as fit, at most the planned ones), so a
+    # loaded CPU's slow compile cannot leave them no time, and an idle one does not wait for the deadline.
     calls = device_calls(export)
     assert len(calls) == 2 and all(len(line) <= 2000 for line in calls)
     assert all(line.startswith(device.PRELUDE) for line in calls)
-    assert "--fit-minutes 2" in calls[0] and "--device-finetune" in calls[1]
+    assert "--fit-minutes 6" in calls[0] and "--device-finetune" in calls[1]
     python = accelerator_python(tmp_path / "accelerator")
 
     outs = [tmp_path / "OUT1", tmp_path / "OUT2"]
-    status, output = run_device_line(calls[0], repo, outs[0], python, timeout=300)
+    status, output = run_device_line(calls[0], repo, outs[0], python, timeout=600)
     assert status == 0, output[-4000:]
     summary = output[output.index("==== summary of the pretraining call"):]
     assert "electra: done; sized to" in summary and "mlm: done; sized to" in summary, output[-4000:]
@@ -84,14 +88,14 @@ def test_the_two_device_calls_run_as_printed_then_import_and_finetune_here(tmp_p
         assert config.num_train_steps == sized[arm]["num_train_steps"] == record["arms"][arm]["run"]["num_train_steps"]
         assert config.num_warmup_steps == max(1, config.num_train_steps // 10)
 
-    status, output = run_device_line(calls[1], repo, outs[1], python, timeout=300)
+    status, output = run_device_line(calls[1], repo, outs[1], python, timeout=600)
     assert status == 0, output[-4000:]
     summary = output[output.index("==== summary of the finetuning call"):]
     assert summary.count("rte: 1 trial(s), median") == 3, summary
 
     for out in outs:  # what the device tool brings back: at most 8 files of at most 16 MiB
         back = [p for p in out.rglob("*") if p.is_file()]
-        assert len(back) <= 8 and all(p.stat().st_size <= device.SHARD_BYTES for p in back)
+        assert len(back) <= 8 and all(p.stat().st_size <= jax_weights.SHARD_BYTES for p in back)
     results = tmp_path / "OUT"  # both calls' files in one folder, as the runbook says
     for out in outs:
         shutil.copytree(out, results, dirs_exist_ok=True)
@@ -106,7 +110,7 @@ def test_the_two_device_calls_run_as_printed_then_import_and_finetune_here(tmp_p
     assert last["electra"]["step"] == steps
     folder = plan.data_dir / "models" / f"electra_step{steps}"
     assert read_model_folder(folder).checkpoint.endswith(f"ckpt-{steps}")
-    came_back = device.read_weights(results / "electra", pretrain.weights_file(steps))
+    came_back = jax_weights.read_weights(results / "electra", pretrain.weights_file(steps))
     loaded = load_model_folder(folder)
     for variable in loaded.pretrainer.weights:
         np.testing.assert_array_equal(variable.numpy(), came_back[variable.path].astype(variable.dtype))
@@ -117,20 +121,6 @@ def test_the_two_device_calls_run_as_printed_then_import_and_finetune_here(tmp_p
                          "--hparams", json.dumps({"max_train_steps": 1, "save_finetuned_models": False})])
     mine = json.loads((folder / "results" / "rte_results.json").read_text())
     assert mine["complete"] and mine["trials_done"] == 1
-
-
-def test_weights_in_shards_read_back_whole(tmp_path):
-    import numpy as np
-
-    values = {f"layer_{i}/kernel": np.full((64, 64), i, np.float16) for i in range(5)}  # 8 KiB each
-    device.write_shards(values, tmp_path, "weights-9.npz", max_bytes=20_000)
-    assert sorted(p.name for p in tmp_path.iterdir()) == [f"weights-9.part{k}of3.npz" for k in (1, 2, 3)]
-    whole = device.read_weights(tmp_path, "weights-9.npz")
-    assert sorted(whole) == sorted(values) and all(np.array_equal(whole[k], values[k]) for k in values)
-    (tmp_path / "weights-9.part2of3.npz").unlink()
-    with pytest.raises(Exception, match="2 of the 3 shards"):
-        device.read_weights(tmp_path, "weights-9.npz")
-    assert device.read_weights(tmp_path, "weights-1.npz") is None
 
 
 def test_importing_an_unfinished_device_run_names_the_missing_file(tmp_path):

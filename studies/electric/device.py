@@ -30,6 +30,8 @@ from studies.rtd_vs_mlm import device as study_device
 from studies.rtd_vs_mlm.stages import log
 from common import atomic
 from common.errors import InputError
+from training_jax import weights as jax_weights
+from training_jax.export import read_examples, save_examples
 
 ARM = "electric"  # the one arm of study.json, training_jax.pretrain's --arm
 EXPORTER = "python -m studies.electric.ranking --device-export"
@@ -57,13 +59,13 @@ def export_for_device(args, data_dir, out_dir, shown_as=None):
     config.save(out_dir / CONFIG_FILE)
     eval_count = config.eval_batch_size * config.num_eval_steps
     train_files, _ = run_config.split_shards(config, dataset_dir, metadata)
-    examples = study_device.read_examples(dataset_dir, metadata, train_files)
+    examples = read_examples(dataset_dir, metadata, train_files)
     if len(examples["input_ids"]) < 2 * eval_count:
         raise InputError(f"{dataset_dir}: {len(examples['input_ids'])} examples, too few to hold out {eval_count} "
                          "for evaluation; build from more text (--corpus-mb) or lower num_eval_steps in --hparams")
-    study_device.save_examples(out_dir / pretrain_jax.TRAIN_ARRAYS,
+    save_examples(out_dir / pretrain_jax.TRAIN_ARRAYS,
                                {k: v[:-eval_count] for k, v in examples.items()}, f"{len(train_files)} shard(s)")
-    study_device.save_examples(out_dir / pretrain_jax.EVAL_ARRAYS, {k: v[-eval_count:] for k, v in examples.items()},
+    save_examples(out_dir / pretrain_jax.EVAL_ARRAYS, {k: v[-eval_count:] for k, v in examples.items()},
                                "the end of the last shard (held out: never trained on)")
     vocab_file = run_config.vocab_source(metadata, dataset_dir)
     count = export_sentences(args, config, vocab_file, out_dir / SENTENCES_FILE)
@@ -223,9 +225,9 @@ def score_on_device(study_dir):
         if str(step) in ranking["steps"] or not weights_path.is_file():
             continue
         start = time.perf_counter()
-        weights = study_device.read_weights(run_dir, weights_path.name)
-        pretrainer = (study_device.pretrainer_with_weights(config, weights, weights_path) if pretrainer is None
-                      else study_device.assign_weights(pretrainer, weights, weights_path))
+        weights = jax_weights.read_weights(run_dir, weights_path.name)
+        pretrainer = (jax_weights.pretrainer_with_weights(config, weights, weights_path) if pretrainer is None
+                      else jax_weights.assign_weights(pretrainer, weights, weights_path))
         results = score_id_lists(pretrainer, config, id_lists)
         row = fractions_from_results(results, len(groups["original"]), kept, weights_path)
         row.update(cloze_sample_row(pretrainer, config, groups["original"],
@@ -306,8 +308,8 @@ def import_device_results(args, data_dir, results_dir):
     config = PretrainingConfig.load(source / CONFIG_BACK)
     folder = data_dir / "models" / f"{MODEL_NAME}_device_step{step}"
     if not model_folder.is_complete(folder):
-        weights = study_device.read_weights(source, weights_file(step))
-        pretrainer = study_device.pretrainer_with_weights(config, weights, source / weights_file(step))
+        weights = jax_weights.read_weights(source, weights_file(step))
+        pretrainer = jax_weights.pretrainer_with_weights(config, weights, source / weights_file(step))
         study_device.write_model_folder_for(folder, config, pretrainer, vocab_file, step)
         log(f"imported {folder}")
     sentences = plain_wikipedia_sentences(args.shared_data / SHARDS.format(1), ranking["sentences"])

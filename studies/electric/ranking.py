@@ -398,10 +398,10 @@ def run(command):
 
 def saved_checkpoints(folder):
     """[(step, prefix)] of the checkpoints in a model folder, oldest first."""
-    from storage.model_folder import checkpoint_step
+    from storage import model_folder
 
-    prefixes = [path.with_suffix("") for path in folder.glob("ckpt-*.index")]
-    return sorted((checkpoint_step(prefix), prefix) for prefix in prefixes)
+    return [(model_folder.checkpoint_step(prefix), pathlib.Path(prefix))
+            for prefix in model_folder.saved_checkpoints(folder)]
 
 
 def print_header(count, source):

@@ -30,12 +30,13 @@ from studies.rtd_vs_mlm.plan import ARMS, CONTROL, Plan, pretraining_hparams
 from studies.rtd_vs_mlm.stages import REPO, add_timing, log
 from common.errors import InputError
 from storage import model_folder
+from training_jax.export import read_examples, save_examples
+from training_jax.weights import pretrainer_with_weights, read_weights, shard_name, write_shards
 
 EVALS_PER_RUN = 30  # held-out evaluations along each device run (the curves' resolution)
 DEVICE_LOG_EVERY = 100
 FINETUNE_DIR = "finetune_tasks"  # in the export: the tasks' featurised arrays
 PIECE_MINUTES = 8.5  # one accelerator command is at most 10 minutes here: a piece, its start and its copies
-SHARD_BYTES = 15 * 2 ** 20  # what comes back: at most 8 files of 16 MiB each
 RUNS = "runs"  # on the accelerator, beside the export: <export>/runs/<arm>/, <export>/runs/finetune/<model>/
 # Fine-tuning updates per second of electra_small at batch 32 on one H100 under JAX: an assumption until
 # a device run measures it (the durations printed at export use it, and say so).
@@ -56,23 +57,6 @@ def resolved_config(plan, arm):
     from training import run_config
 
     return run_config.resolve_with_dataset(arm, json.dumps(pretraining_hparams(plan, arm)), plan.data_dir)
-
-
-def read_examples(dataset_dir, metadata, files, limit=None):
-    """{input_ids, input_mask, segment_ids} NumPy arrays of the shards' examples, in file order (at most
-    `limit`), read by the evaluation reader (every record once, in order)."""
-    import numpy as np
-
-    from data import tfrecords
-
-    parts, count = {}, 0
-    for batch in tfrecords.pretraining_dataset(dataset_dir, 4096, files=files, training=False, metadata=metadata):
-        for name, value in batch.items():
-            parts.setdefault(name, []).append(value.numpy())
-        count += len(parts["input_ids"][-1])
-        if limit and count >= limit:
-            break
-    return {name: np.concatenate(chunks)[:limit] for name, chunks in parts.items()}
 
 
 # ---------------------------------------------------------------- here: export
@@ -170,18 +154,6 @@ def show_commands(out_dir, commands):
     print("On the accelerator, from the repository's root (each line one command; each resumes when run again):")
     for note, line in commands:
         print(f"  # {note}\n  {line}")
-
-
-def save_examples(path, examples, source):
-    """{input_ids, input_mask, segment_ids} as training_jax's compact arrays in one compressed .npz (what the
-    accelerator reads: training_jax.pretrain's train.npz and eval.npz)."""
-    import numpy as np
-
-    from training_jax.arrays import pack_examples
-
-    packed = pack_examples(examples["input_ids"], examples["input_mask"], examples["segment_ids"])
-    np.savez_compressed(path, **packed)
-    log(f"{path.name}: {len(packed['input_ids'])} examples from {source}, {path.stat().st_size / 1e6:.1f} MB")
 
 
 def export_finetune_tasks(plan, config, folder):
@@ -581,42 +553,6 @@ def log_collected(out, missing):
         + ", ".join(str(p.relative_to(out)) for p in files) + (f"; not yet: {', '.join(missing)}" if missing else ""))
 
 
-def shard_name(name, index, count):
-    return name.replace(".npz", f".part{index}of{count}.npz")
-
-
-def write_shards(values, folder, name, max_bytes=SHARD_BYTES):
-    """`values` as <name>.part<k>of<n>.npz files of at most max_bytes each (whole arrays per file)."""
-    import numpy as np
-
-    groups, current, size = [], {}, 0
-    for key in sorted(values):
-        nbytes = values[key].nbytes
-        if current and size + nbytes > max_bytes:
-            groups.append(current)
-            current, size = {}, 0
-        current[key], size = values[key], size + nbytes
-    groups.append(current)
-    for index, group in enumerate(groups, 1):
-        np.savez(pathlib.Path(folder) / shard_name(name, index, len(groups)), **group)
-
-
-def read_weights(folder, name):
-    """{key: array} of <folder>/<name>, or of its shards when the whole file did not come back; None if
-    neither is there."""
-    from training_jax.arrays import read_weights as read_npz
-
-    folder = pathlib.Path(folder)
-    shards = sorted(folder.glob(name.replace(".npz", ".part*of*.npz")))
-    paths = [folder / name] if (folder / name).is_file() else shards
-    if not paths:
-        return None
-    count = int(re.search(r"of(\d+)\.npz$", paths[0].name).group(1)) if paths == shards else 1
-    if len(paths) != count:
-        raise InputError(f"{folder}: {len(paths)} of the {count} shards of {name}; copy the missing ones back")
-    return {key: value for key, (value, _) in read_npz(paths).items()}
-
-
 # ---------------------------------------------------------------- here: import
 def import_device_run(plan, arm, results_dir):
     """Model folders <arm>_step<N> from the weights that came back, the fine-tuning results that came back
@@ -674,33 +610,6 @@ def import_device_finetuning(plan, results_dir):
                 folder.mkdir(parents=True, exist_ok=True)
                 path.write_text(json.dumps(result, indent=2))
                 log(f"imported {bundle.stem} {name}")
-
-
-def pretrainer_with_weights(config, weights, path):
-    """The config's pretrainer holding the weights saved by training_jax.pretrain.
-
-    Built in float32, not the config's precision: it only holds weights, which are float32 either way.
-    Backend-neutral: the Electric study scores with it on the accelerator too."""
-    from pretrain.builder import build_pretrainer
-
-    return assign_weights(build_pretrainer(config, dtype="float32"), weights, path)
-
-
-def assign_weights(pretrainer, weights, path):
-    """The pretrainer with every variable set from `weights` ({Keras path: array}, as saved by
-    training_jax.pretrain); InputError naming `path` when the names or shapes are another model's."""
-    variables = {variable.path: variable for variable in pretrainer.weights}
-    if set(variables) != set(weights):
-        missing, extra = sorted(set(variables) - set(weights)), sorted(set(weights) - set(variables))
-        raise InputError(f"{path}: its weights do not match the study's model (missing {missing[:3]}, "
-                         f"unexpected {extra[:3]}); rerun the device run with this study's export")
-    for name, variable in variables.items():
-        value = weights[name]
-        if tuple(value.shape) != tuple(variable.shape):
-            raise InputError(f"{path}: {name} has shape {value.shape}, the model {variable.shape}; rerun the "
-                             "device run with this study's export")
-        variable.assign(value.astype(variable.dtype))
-    return pretrainer
 
 
 def write_model_folder_for(folder, config, pretrainer, vocab_file, step):

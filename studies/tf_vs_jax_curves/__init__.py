@@ -25,6 +25,7 @@ import statistics
 from training_jax.pretrain import METRICS_FILE, read_metrics
 from training.curves import CURVES, SPLITS, curve_grid, training_curves
 from common.errors import InputError, exit_on_input_error
+from storage import model_folder
 
 
 SOURCES = ("TensorFlow", "JAX")
@@ -130,8 +131,9 @@ def main(argv=None):
     args = parser.parse_args(argv)
     jax_curves, jax_record = read_jax_run(args.jax_run)
     runs = {"TensorFlow": read_tf_run(args.tf_model_dir), "JAX": jax_curves}
-    tf_config = json.loads((args.tf_model_dir / "config.json").read_text()) \
-        if (args.tf_model_dir / "config.json").is_file() else None
+    # as written then (a config of an older version need not load now): the raw JSON, by the folder's own name
+    tf_config = json.loads((args.tf_model_dir / model_folder.CONFIG_FILE).read_text()) \
+        if model_folder.has_config(args.tf_model_dir) else None
     if tf_config is not None and jax_record and jax_record.get("config") != tf_config:
         differing = sorted(k for k in set(tf_config) | set(jax_record["config"])
                            if tf_config.get(k) != jax_record["config"].get(k))
