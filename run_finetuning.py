@@ -130,6 +130,8 @@ def own_tasks(args):
         raise InputError(f"--task {args.task}: with --{given[0].replace('_', '-')}, name your own task in --task "
                          "(a name that is not a built-in task's, e.g. my_task)")
     name = new[0] if new else names[0]  # a built-in name alone is refused by the spec's check, with a fix
+    if args.do_predict and args.test_file is None:
+        raise InputError(f"--do-predict for task {name}: no --test-file; pass the rows to predict with --test-file")
     return [make_task(from_flags(name, args.train_file, args.dev_file, args.test_file, args.text_fields,
                                  args.label_field, args.task_type, args.label_names, args.score_range,
                                  builtin_names=builtin))]

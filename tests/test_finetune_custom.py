@@ -422,7 +422,7 @@ def test_regression_and_tagging_end_to_end(data_dir, tmp_path, capsys):
     (["--task", "mine", "--train-file", "{train}", "--dev-file", "{dev}"],
      "dev.csv: line 3: label 'maybe' is not among the training file's labels"),
     (["--task", "mine", "--train-file", "{train}", "--dev-file", "{train}", "--do-predict"],
-     "task mine: no test file; pass it with --test-file"),
+     "--do-predict for task mine: no --test-file; pass the rows to predict with --test-file"),
     (["--task", "mine,other", "--train-file", "{train}", "--dev-file", "{train}"], "describe several with --task-spec"),
     (["--task", "mine", "--task-spec", "{spec}", "--train-file", "{train}"], "either by the flags or by the spec"),
     (["--task", "elsewhere", "--task-spec", "{spec}"], "neither a built-in task nor in --task-spec"),
@@ -441,3 +441,203 @@ def test_command_line_faults_are_one_line_exit_2(data_dir, tmp_path, capsys, arg
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: ") and fragment in err[0], err
     assert not (data_dir / "models" / "tiny" / "results" / "mine_results.json").exists()
+
+
+# ---------------------------------------------------------------- real data: GLUE and CoNLL-2000 rewritten
+REAL = {"max_train_steps": 6, "iterations_per_loop": 3, "train_batch_size": 8, "eval_batch_size": 64,
+        "max_seq_length": 64}
+
+
+@pytest.fixture(scope="module")
+def real_dir(tmp_path_factory, shared_data, bert_vocab_file):
+    """A 2-layer model with BERT's vocabulary (as run_pretraining.py writes it) and slices of the shared
+    GLUE and CoNLL-2000 files: in GLUE's and CoNLL's own layouts under finetuning_data/ for the built-in
+    tasks, and rewritten by the tests for the custom ones."""
+    root = tmp_path_factory.mktemp("custom_real")
+    make_model_folder(root, bert_vocab_file)
+    return root
+
+
+def glue_rows(shared_data, folder, split, count):
+    """The first `count` rows of a GLUE file as {column: value} (GLUE's reader: tabs, no quoting)."""
+    from finetune.glue import read_tsv_rows
+
+    rows = read_tsv_rows(shared_data / "glue" / folder / f"{split}.tsv")
+    header = [cell.strip() for cell in rows[0]]
+    return header, [dict(zip(header, row)) for row in rows[1:count + 1]]
+
+
+def write_glue_slice(root, shared_data, folder, counts):
+    """finetuning_data/<folder>/{train,dev}.tsv: the first rows of GLUE's files, as they are."""
+    for split, count in counts.items():
+        lines = (shared_data / "glue" / folder / f"{split}.tsv").read_text(encoding="utf-8-sig").split("\n")
+        path = root / "finetuning_data" / folder / f"{split}.tsv"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("\n".join(lines[:count + 1]) + "\n", encoding="utf-8")
+
+
+def real_run(root, *args, hparams=None):
+    import run_finetuning
+
+    run_finetuning.main(["--model-name", "tiny", "--data-dir", str(root), *args,
+                         "--hparams", json.dumps({**REAL, **(hparams or {})})])
+    task = args[args.index("--task") + 1].split(",")[-1]  # the last task's results
+    return json.loads((root / "models" / "tiny" / "results" / f"{task}_results.json").read_text())
+
+
+def trained_weights(root, task):
+    """{variable path, the head's scope made neutral: value} of a fine-tuned model folder's checkpoint."""
+    import tensorflow as tf
+
+    reader = tf.train.load_checkpoint(str(root / "models" / "tiny" / "finetuning_models" / f"{task}_model_1" / "ckpt"))
+    return {name.replace(f"task_specific.S{task}.", "task_specific.S<head>."): reader.get_tensor(name)
+            for name in reader.get_variable_to_shape_map() if name.startswith("model/")}
+
+
+def conll_sentences(path, count=None, need_types=()):
+    """The first `count` sentences of a CoNLL-2000 file (lists of `word POS tag` lines), plus the first
+    sentence holding each chunk type of `need_types` not among them."""
+    sentences = [block.split("\n") for block in path.read_text().strip().split("\n\n")]
+    chosen = sentences[:count]
+    for kind in need_types:
+        if not any(line.endswith("-" + kind) for s in chosen for line in s):
+            chosen.append(next(s for s in sentences if any(line.endswith("-" + kind) for line in s)))
+    return chosen
+
+
+def test_glue_and_conll2000_rewritten_with_other_names_fine_tune(real_dir, shared_data, tmp_path):
+    """One --task-spec run of four tasks (mixed batches, as several tasks train): SST-2 as CSV (review,
+    sentiment) with a test file, MRPC as JSON lines (first, second, paraphrase: JSON numbers), STS-B as
+    TSV (left, right, similarity: regression), CoNLL-2000 as `number word chunk POS` columns (.conll, the
+    word and tag named by number; its test file `number word` alone, predicted without gold)."""
+    from finetune.saved import read_info
+
+    _, sst = glue_rows(shared_data, "SST-2", "train", 72)
+    write_csv(tmp_path / "sst_train.csv", ["sentiment", "review"], [[r["label"], r["sentence"]] for r in sst[:64]])
+    _, sst_dev = glue_rows(shared_data, "SST-2", "dev", 32)
+    write_csv(tmp_path / "sst_dev.csv", ["review", "sentiment"], [[r["sentence"], r["label"]] for r in sst_dev])
+    write_csv(tmp_path / "sst_test.csv", ["review"], [[r["sentence"]] for r in sst[64:]])
+    scores = {}
+    for split, count in (("train", 64), ("dev", 32)):
+        _, rows = glue_rows(shared_data, "MRPC", split, count)
+        write_jsonl(tmp_path / f"mrpc_{split}.jsonl", [{"first": r["#1 String"], "second": r["#2 String"],
+                                                        "paraphrase": int(r["Quality"])} for r in rows])
+        _, rows = glue_rows(shared_data, "STS-B", split, count)
+        write_csv(tmp_path / f"sts_{split}.tsv", ["left", "right", "similarity"],
+                  [[r["sentence1"], r["sentence2"], r["score"]] for r in rows], delimiter="\t")
+        scores[split] = [float(r["score"]) for r in rows]
+
+    def rewrite(sentences, with_tags=True):
+        return [[[str(i), line.split()[0], *(line.split()[:0:-1] if with_tags else [])] for i, line in enumerate(s)]
+                for s in sentences]
+
+    train = conll_sentences(shared_data / "conll2000" / "train.txt", 40)
+    dev = conll_sentences(shared_data / "conll2000" / "test.txt", 20)
+    write_columns(tmp_path / "train.conll", rewrite(train))
+    write_columns(tmp_path / "dev.conll", rewrite(dev))
+    write_columns(tmp_path / "test.conll", rewrite(dev[:3], with_tags=False))
+    (tmp_path / "spec.json").write_text(json.dumps([
+        {"name": "reviews", "train_file": "sst_train.csv", "dev_file": "sst_dev.csv", "test_file": "sst_test.csv",
+         "text_fields": "review", "label_field": "sentiment"},
+        {"name": "paraphrase", "train_file": "mrpc_train.jsonl", "dev_file": "mrpc_dev.jsonl",
+         "text_fields": ["first", "second"], "label_field": "paraphrase"},
+        {"name": "similarity", "task_type": "regression", "train_file": "sts_train.tsv", "dev_file": "sts_dev.tsv",
+         "text_fields": "left,right", "label_field": "similarity"},
+        {"name": "chunks", "train_file": "train.conll", "dev_file": "dev.conll", "test_file": "test.conll",
+         "text_fields": [1], "label_field": 2}]))
+    real_run(real_dir, "--task", "reviews,paraphrase,similarity,chunks", "--task-spec", str(tmp_path / "spec.json"),
+             "--do-predict")
+    model_dir = real_dir / "models" / "tiny"
+    results = {name: json.loads((model_dir / "results" / f"{name}_results.json").read_text())
+               for name in ("reviews", "paraphrase", "similarity", "chunks")}
+    for name, expected in (("reviews", {"accuracy", "macro_f1", "mcc"}), ("paraphrase", {"accuracy", "macro_f1", "mcc"}),
+                           ("similarity", {"spearman", "pearson"}), ("chunks", {"precision", "recall", "f1"})):
+        assert set(results[name]["trials"][0]["metrics"]) == expected, name
+        assert results[name]["tasks_trained_together"] == ["reviews", "paraphrase", "similarity", "chunks"]
+    assert results["reviews"]["label_names"] == results["paraphrase"]["label_names"] == ["0", "1"]
+    assert results["paraphrase"]["task_spec"]["text_fields"] == ["first", "second"]
+    types = sorted({line.split()[-1][2:] for s in train for line in s if line.split()[-1] != "O"})
+    assert results["chunks"]["label_names"] == sorted(["O"] + [f"{p}-{t}" for p in "BIES" for t in types])
+
+    lines = (model_dir / "test_predictions" / "trial_1" / "reviews_test.tsv").read_text().splitlines()
+    assert len(lines) == 9 and {line.split("\t")[1] for line in lines[1:]} <= {"0", "1"}
+    lines = (model_dir / "test_predictions" / "trial_1" / "chunks_test.txt").read_text().split("\n")
+    assert [line.split()[0] for line in lines[:3]] == [line.split()[0] for line in dev[0][:3]]
+    assert all(len(line.split()) == 2 for line in lines if line)  # word and prediction: no gold in the file
+    assert read_info(model_dir / "finetuning_models" / "paraphrase_model_1").is_pair
+    info = read_info(model_dir / "finetuning_models" / "similarity_model_1")
+    assert info.score_range == [min(scores["train"]), max(scores["train"])] and info.kind == "regression"
+    assert read_info(model_dir / "finetuning_models" / "chunks_model_1").tag_scheme == "span"
+
+
+EQUAL = {"max_train_steps": 36, "iterations_per_loop": 4, "train_batch_size": 8, "eval_batch_size": 64,
+         "max_seq_length": 64, "learning_rate": 3e-3}  # enough for MRPC's predictions to vary
+
+
+def assert_same_weights(root, mine, theirs):
+    weights, reference = trained_weights(root, mine), trained_weights(root, theirs)
+    assert weights.keys() == reference.keys() and len(reference) > 30
+    different = [name for name in reference if not np.array_equal(weights[name], reference[name])]
+    assert not different, different[:3]
+
+
+def test_custom_task_equals_the_builtin_one_on_the_same_rows_and_seed(real_dir, shared_data, tmp_path, capsys):
+    """MRPC's first 96 training and 64 dev rows, once as `--task mrpc` (GLUE's files) and once as a task of
+    CSV files with other column names (--task-spec: unordered_pairs, since the original trains MRPC's pairs
+    both ways). Same model folder, seed and recipe: the same dev accuracy and, to the bit, the same trained
+    weights (encoder and head). By construction: GLUE's featurisation, the labels sorted ("0", "1", the
+    built-in order), the same head and initialisation."""
+    write_glue_slice(real_dir, shared_data, "MRPC", {"train": 96, "dev": 64})
+    builtin = real_run(real_dir, "--task", "mrpc", hparams=EQUAL)
+    for split, count in (("train", 96), ("dev", 64)):
+        _, rows = glue_rows(shared_data, "MRPC", split, count)
+        write_csv(tmp_path / f"{split}.csv", ["quality", "string_a", "string_b"],
+                  [[r["Quality"], r["#1 String"], r["#2 String"]] for r in rows])
+    (tmp_path / "mrpc.json").write_text(json.dumps({
+        "name": "my_mrpc", "train_file": "train.csv", "dev_file": "dev.csv", "text_fields": ["string_a", "string_b"],
+        "label_field": "quality", "unordered_pairs": True}))
+    custom = real_run(real_dir, "--task", "my_mrpc", "--task-spec", str(tmp_path / "mrpc.json"), hparams=EQUAL)
+    assert custom["num_train_steps"] == builtin["num_train_steps"] == EQUAL["max_train_steps"]
+    mine, theirs = custom["trials"][0]["metrics"], builtin["trials"][0]["metrics"]
+    assert mine["accuracy"] == theirs["accuracy"]
+    assert mine["mcc"] != 0  # the 36 updates move the predictions off the majority class
+    assert_same_weights(real_dir, "my_mrpc", "mrpc")
+    with capsys.disabled():
+        print(f"\nmrpc: built-in {theirs} | custom {mine}")
+
+
+def test_custom_sst_and_tagging_equal_sst_and_chunk_trained_together(real_dir, shared_data, tmp_path, capsys):
+    """SST-2's first 96 training and 64 dev rows as JSON lines (text, polarity) through the flags alone,
+    and CoNLL-2000's first 40 training sentences (plus one for each chunk type they lack, so that the
+    training file's labels are chunk's 45) and 24 test sentences as a tagging task of the same files,
+    trained together (mixed batches), against `--task sst,chunk` on the same rows: the same dev scores and
+    trained weights (one max_seq_length given to both: chunk alone would get the original's 256)."""
+    from finetune.tagging.spans import CHUNK_TYPES
+
+    write_glue_slice(real_dir, shared_data, "SST-2", {"train": 96, "dev": 64})
+    folder = real_dir / "finetuning_data" / "chunk"
+    folder.mkdir(parents=True, exist_ok=True)
+    train = conll_sentences(shared_data / "conll2000" / "train.txt", 40, CHUNK_TYPES)
+    (folder / "train.txt").write_text("\n\n".join("\n".join(s) for s in train) + "\n")
+    dev = conll_sentences(shared_data / "conll2000" / "test.txt", 24)
+    (folder / "dev.txt").write_text("\n\n".join("\n".join(s) for s in dev) + "\n")
+    builtin = real_run(real_dir, "--task", "sst,chunk", hparams=EQUAL)
+    for split, count in (("train", 96), ("dev", 64)):
+        _, rows = glue_rows(shared_data, "SST-2", split, count)
+        write_jsonl(tmp_path / f"{split}.jsonl", [{"polarity": int(r["label"]), "text": r["sentence"]} for r in rows])
+    (tmp_path / "chunks.json").write_text(json.dumps({
+        "name": "my_chunk", "train_file": str(folder / "train.txt"), "dev_file": str(folder / "dev.txt")}))
+    spec = [{"name": "my_sst", "train_file": "train.jsonl", "dev_file": "dev.jsonl", "label_field": "polarity"},
+            {"name": "my_chunk", "train_file": str(folder / "train.txt"), "dev_file": str(folder / "dev.txt")}]
+    (tmp_path / "spec.json").write_text(json.dumps(spec))
+    custom = real_run(real_dir, "--task", "my_sst,my_chunk", "--task-spec", str(tmp_path / "spec.json"), hparams=EQUAL)
+    assert custom["label_names"] == builtin["label_names"] and len(custom["label_names"]) == 45
+    mine, theirs = custom["trials"][0]["metrics"], builtin["trials"][0]["metrics"]
+    assert mine == theirs
+    sst = json.loads((real_dir / "models" / "tiny" / "results" / "sst_results.json").read_text())["trials"][0]["metrics"]
+    my_sst = json.loads((real_dir / "models" / "tiny" / "results" / "my_sst_results.json").read_text())["trials"][0]["metrics"]
+    assert my_sst["accuracy"] == sst["accuracy"]
+    assert_same_weights(real_dir, "my_sst", "sst")
+    assert_same_weights(real_dir, "my_chunk", "chunk")
+    with capsys.disabled():
+        print(f"\nsst: built-in {sst} | custom {my_sst}\nchunk: built-in {theirs} | custom {mine}")

@@ -94,6 +94,14 @@ class FilesTask(Task):
             raise InputError(f"task {self.name}: no {split} file; pass it with {flag}")
         return path
 
+    def missing_test_splits(self, data_root) -> Dict[str, str]:
+        """Without a test file, --do-predict skips the task with a note (run_finetuning.py refuses
+        --do-predict for a task of the flags without --test-file, where it can only be an oversight)."""
+        if self.spec.test_file is not None:
+            return {}
+        flag = "--test-file" if self.spec.source == "flags" else f"\"test_file\" in {self.spec.source}"
+        return {"test": f"{self.name}: no test file, so no test predictions (give one with {flag})"}
+
     def learnt(self, bad_rows=None):
         """What the training file says (read once; read here when a split other than train comes first)."""
         if self._learnt is None:
