@@ -19,10 +19,23 @@ from finetune.squad.reader import load_json, read_squad
 from finetune.tasks import SPAN, Task
 
 
+def answerable_labels(examples, windows, starts, rule="original", has_unanswerable=False):
+    """The answerability classifier's label per window. "original" (qa_tasks.py writes the example's
+    is_impossible into each of its windows): the question's flag, read only by SQuAD 2.0, so 0 for SQuAD 1.1
+    and every MRQA set, and for 2.0 the same in every window of a question, one without the answer too.
+    "per_window": 1 wherever the window does not hold the answer (start position 0)."""
+    if rule == "per_window":
+        return (starts == 0).astype(np.int32)
+    if not has_unanswerable:
+        return np.zeros(len(windows), np.int32)
+    return np.array([examples[w.example_index].is_impossible for w in windows], np.int32)
+
+
 class SpanTask(Task):
     """What SQuAD and the MRQA tasks share: windows with doc stride, the span head's training targets and
     answer texts decoded from its beams; subclasses read their files and score."""
     kind = SPAN
+    has_unanswerable = False  # whether the original reads the questions' is_impossible (SQuAD 2.0's `v2`)
 
     def featurize(self, read, tokenizer, config, training=False):
         windows = featurize_examples(read["examples"], tokenizer, config.max_seq_length, config.doc_stride,
@@ -30,8 +43,10 @@ class SpanTask(Task):
         scalars = {}
         if training:
             starts = np.array([w.start_position for w in windows], np.int32)
+            labels = answerable_labels(read["examples"], windows, starts, config.answerable_label,
+                                       self.has_unanswerable)
             scalars = {"start_positions": starts, "end_positions": np.array([w.end_position for w in windows], np.int32),
-                       "is_impossible": (starts == 0).astype(np.int32)}
+                       "is_impossible": labels}
         return {"sequences": {"input_ids": [w.input_ids for w in windows],
                               "segment_ids": [w.segment_ids for w in windows]},
                 "scalars": scalars, "windows": windows, "read": read, "count": len(windows),
@@ -55,6 +70,10 @@ class SquadTask(SpanTask):
     @property
     def is_v2(self):
         return self.version == "v2.0"
+
+    @property
+    def has_unanswerable(self):
+        return self.is_v2
 
     def eval_splits(self) -> Dict[str, str]:
         return {"dev": ""}
