@@ -491,8 +491,9 @@ def print_summary(study_dir, study, record, out, part):
             sized, run = entry["sized"] or {}, entry["run"] or {}
             line = f"{arm}: {entry['status']}"
             if sized:
-                line += (f"; sized to {sized['num_train_steps']} steps ({sized['units']} ELECTRA-step units) at "
-                         f"{sized['measured'][arm]['steps_per_second']:.2f} steps/s measured")
+                rate = sized["measured"].get(arm, {}).get("steps_per_second")
+                line += (f"; sized to {sized['num_train_steps']} steps ({sized['units']} ELECTRA-step units)"
+                         + (f" at {rate:.2f} steps/s measured" if rate else ""))
             if run:
                 line += (f"; trained {run['num_train_steps']} steps in {run['wall_clock_seconds']:.0f} s, "
                          f"{run['steps_per_second']} steps/s after a {run['compile_seconds']:.0f} s compile")
