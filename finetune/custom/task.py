@@ -201,8 +201,8 @@ class TableTask(FilesTask):
         for name in text_fields:
             value = row.get(name)
             if value is None:
-                raise RowError(f"no field {name!r} (the row has {', '.join(row) or 'none'}); repair the line or "
-                               "pass --skip-bad-rows")
+                what = "is null" if name in row else f"is missing (the row has {', '.join(row) or 'none'})"
+                raise RowError(f"field {name!r} {what}; repair the line or pass --skip-bad-rows")
             if not isinstance(value, str):
                 raise RowError(f"field {name!r} is a JSON {type(value).__name__}, not text; repair the line or "
                                "pass --skip-bad-rows")
