@@ -58,8 +58,8 @@ def parse_args(argv=None):
                                                                       "(default 1; same as hparams num_trials)")
     parser.add_argument("--do-predict", action="store_true", help="also write test-set predictions")
     parser.add_argument("--skip-bad-rows", action="store_true",
-                        help="skip rows that cannot be parsed (GLUE TSV rows, MRQA lines, CoNLL sentences, rows of your own "
-                             "files), as "
+                        help="skip rows that cannot be parsed (GLUE TSV rows, MRQA lines, CoNLL sentences, rows "
+                             "of your own files), as "
                              "the original did, with a count per file, instead of stopping (same as hparams "
                              "skip_bad_rows)")
     own = parser.add_argument_group(

@@ -70,7 +70,8 @@ def test_spec_defaults_and_checks(tmp_path):
     assert spec_lib.from_flags("ner", conll, conll, builtin_names=BUILTIN).task_type == "tagging"
     assert spec_lib.file_format("x/dev.jsonl.gz") == "jsonl" and spec_lib.file_format("a.TSV") == "tsv"
     cases = [
-        (dict(name="mrpc"), "'mrpc' is a built-in task, which reads its own files; give your task another name (e.g. my_mrpc)"),
+        (dict(name="mrpc"), "'mrpc' is a built-in task, which reads its own files; give your task another name "
+                            "(e.g. my_mrpc)"),
         (dict(name="my task"), "a task name is letters, digits"),
         (dict(name="mrqa"), "is a built-in task"),
         (dict(dev_file=tmp_path / "nope.csv"), "--dev-file " + str(tmp_path / "nope.csv") + ": no such file"),
@@ -152,7 +153,8 @@ def test_regression_uses_sts_normalisation_and_the_training_range(tmp_path):
     examples = task.read(None, "train")
     assert task.targets(examples).tolist() == pytest.approx([-0.1, 0.4, 0.15])
     same = write_csv(tmp_path / "same.csv", ["text", "label"], [["a", "3"], ["b", "3"]])
-    assert "--score-range" in one_line_error(lambda: task_of(tmp_path, same, same, task_type="regression").read(None, "train"))
+    task = task_of(tmp_path, same, same, task_type="regression")
+    assert "--score-range" in one_line_error(lambda: task.read(None, "train"))
 
 
 @pytest.mark.parametrize("name, content, split, fragment", [
@@ -164,7 +166,8 @@ def test_regression_uses_sts_normalisation_and_the_training_range(tmp_path):
      "train.csv: no field label (the file has text, y); name the right one with --label-field"),
     ("train.jsonl", '{"sentence": "a", "label": "x"}\n{"sentence": "b", "label": "y"\n', "train",
      "train.jsonl: line 2: not JSON"),
-    ("train.jsonl", '{"sentence": "a", "label": "x"}\n["b", "y"]\n', "train", "train.jsonl: line 2: a JSON list, not an object"),
+    ("train.jsonl", '{"sentence": "a", "label": "x"}\n["b", "y"]\n', "train",
+     "train.jsonl: line 2: a JSON list, not an object"),
     ("train.jsonl", '{"sentence": "a", "label": "x"}\n{"label": "y"}\n', "train",
      "train.jsonl: line 2: field 'sentence' is missing (the row has label)"),
     ("train.jsonl", '{"sentence": "a", "label": "x"}\n{"sentence": null, "label": "y"}\n', "train",
@@ -222,7 +225,8 @@ def test_ner_columns_iob2_labels_over_the_training_types(tmp_path):
     dev = write_columns(tmp_path / "dev.txt", [[["Peter", "NNP", "B-NP", "B-PER"], ["EU", "NNP", "B-NP", "B-ORG"]]])
     task = task_of(tmp_path, train, dev, text_fields="0", label_field="3")
     sentences = task.read(None, "train")
-    assert sentences[0].words == ("EU", "rejects", "German", "call") and sentences[0].tags[:3] == ("B-ORG", "O", "B-MISC")
+    assert sentences[0].words == ("EU", "rejects", "German", "call")
+    assert sentences[0].tags[:3] == ("B-ORG", "O", "B-MISC")
     assert task.span_labels and task.output_scheme == "IOB2" and task.primary_metric == "f1"
     assert task.label_names == sorted(["O"] + [f"{p}-{t}" for p in "BIES" for t in ("MISC", "ORG", "PER")])
     assert task.read(None, "dev")[0].tags == ("B-PER", "B-ORG")
@@ -242,7 +246,7 @@ def test_bioes_and_bilou_files_are_read_as_bioes(tmp_path):
 def test_a_tag_set_without_spans_is_learnt_tag_for_tag_and_scored_by_accuracy(tmp_path, tokenizer):
     pos = [[["EU", "NNP"], ["rejects", "VBZ"], ["German", "JJ"]], [["call", "NN"]]]
     task = task_of(tmp_path, write_columns(tmp_path / "train.txt", pos), write_columns(tmp_path / "dev.txt", pos))
-    sentences = task.read(None, "train")
+    task.read(None, "train")
     assert not task.span_labels and task.label_names == ["JJ", "NN", "NNP", "VBZ"] and task.primary_metric == "accuracy"
     config = FinetuningConfig.create({"max_seq_length": 16}, "small", ["custom"])
     features = task.featurize(task.read(None, "dev"), tokenizer, config)
@@ -255,7 +259,8 @@ def test_a_tag_set_without_spans_is_learnt_tag_for_tag_and_scored_by_accuracy(tm
 
 
 @pytest.mark.parametrize("split, sentences, fragment", [
-    ("dev", [[["Peter", "B-PER"], ["Smith", "I-PER"], ["went", "O", "x"]]], "dev.txt: line 3 has 3 fields, the file's first token line has 2"),
+    ("dev", [[["Peter", "B-PER"], ["Smith", "I-PER"], ["went", "O", "x"]]],
+     "dev.txt: line 3 has 3 fields, the file's first token line has 2"),
     ("dev", [[["Paris", "B-LOC"]]], "dev.txt: line 1: tag 'B-LOC': type 'LOC' is not among the training file's (PER)"),
     ("dev", [[["Paris", "LOC"]]], "dev.txt: line 1: tag 'LOC' is neither O nor a span tag"),
     ("train", [[["Peter", "B-PER"]], [["Paris", "LOC"], ["x", "O"]]], "train.txt: line 3: tag 'LOC' is neither O nor"),
@@ -386,7 +391,8 @@ def test_regression_and_tagging_end_to_end(data_dir, tmp_path, capsys):
     records = [{"a": f"the film was {w}", "b": f"the plot was {v}", "score": float(s)}
                for w, v, s in zip(rng.choice(WORDS[:8], 20), rng.choice(WORDS[:8], 20), rng.integers(1, 6, 20))]
     write_jsonl(tmp_path / "sim.jsonl", records)
-    run(data_dir, "--task", "sim", "--train-file", str(tmp_path / "sim.jsonl"), "--dev-file", str(tmp_path / "sim.jsonl"),
+    run(data_dir, "--task", "sim", "--train-file", str(tmp_path / "sim.jsonl"),
+        "--dev-file", str(tmp_path / "sim.jsonl"),
         "--text-fields", "a,b", "--label-field", "score", "--task-type", "regression", "--do-predict",
         "--test-file", str(tmp_path / "sim.jsonl"))
     model_dir = data_dir / "models" / "tiny"
@@ -552,7 +558,8 @@ def test_glue_and_conll2000_rewritten_with_other_names_fine_tune(real_dir, share
     model_dir = real_dir / "models" / "tiny"
     results = {name: json.loads((model_dir / "results" / f"{name}_results.json").read_text())
                for name in ("reviews", "paraphrase", "similarity", "chunks")}
-    for name, expected in (("reviews", {"accuracy", "macro_f1", "mcc"}), ("paraphrase", {"accuracy", "macro_f1", "mcc"}),
+    classification = {"accuracy", "macro_f1", "mcc"}
+    for name, expected in (("reviews", classification), ("paraphrase", classification),
                            ("similarity", {"spearman", "pearson"}), ("chunks", {"precision", "recall", "f1"})):
         assert set(results[name]["trials"][0]["metrics"]) == expected, name
         assert results[name]["tasks_trained_together"] == ["reviews", "paraphrase", "similarity", "chunks"]
@@ -636,8 +643,9 @@ def test_custom_sst_and_tagging_equal_sst_and_chunk_trained_together(real_dir, s
     assert custom["label_names"] == builtin["label_names"] and len(custom["label_names"]) == 45
     mine, theirs = custom["trials"][0]["metrics"], builtin["trials"][0]["metrics"]
     assert mine == theirs
-    sst = json.loads((real_dir / "models" / "tiny" / "results" / "sst_results.json").read_text())["trials"][0]["metrics"]
-    my_sst = json.loads((real_dir / "models" / "tiny" / "results" / "my_sst_results.json").read_text())["trials"][0]["metrics"]
+    results = real_dir / "models" / "tiny" / "results"
+    sst = json.loads((results / "sst_results.json").read_text())["trials"][0]["metrics"]
+    my_sst = json.loads((results / "my_sst_results.json").read_text())["trials"][0]["metrics"]
     assert my_sst["accuracy"] == sst["accuracy"]
     assert_same_weights(real_dir, "my_sst", "sst")
     assert_same_weights(real_dir, "my_chunk", "chunk")

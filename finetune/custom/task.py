@@ -24,7 +24,7 @@ import numpy as np
 from common import atomic
 from common.errors import InputError
 from finetune import metrics
-from finetune.bad_rows import BadRows, policy
+from finetune.bad_rows import policy
 from finetune.custom import spec as spec_lib
 from finetune.custom.tables import read_rows
 from finetune.features import featurize
@@ -283,7 +283,8 @@ class TableTask(FilesTask):
         """Accuracy and macro-F1 (and MCC for two classes); Spearman and Pearson for scores."""
         labels, predictions = self.label_ids(examples), self.predictions(outputs)
         if self.kind == REGRESSION:
-            values = {"spearman": metrics.spearman(labels, predictions), "pearson": metrics.pearson(labels, predictions)}
+            values = {"spearman": metrics.spearman(labels, predictions),
+                      "pearson": metrics.pearson(labels, predictions)}
         else:
             values = {"accuracy": metrics.accuracy(labels, predictions),
                       "macro_f1": metrics.f1_macro(labels, predictions)}

@@ -88,7 +88,8 @@ class TaggingTask(Task):
                      for g, p in zip(gold_tags, predicted_tags)]
             scores = {"accuracy": 100.0 * sum(g == p for g, p in words) / max(1, len(words))}
         extra = {"label_mapping": self.label_mapping,
-                 "predictions": {example.guid: " ".join(tags) for example, tags in zip(features["examples"], predicted)}}
+                 "predictions": {example.guid: " ".join(tags)
+                                 for example, tags in zip(features["examples"], predicted)}}
         return {name + suffix: value for name, value in scores.items()}, extra
 
     def write_test_predictions(self, folder, split, features, outputs):
