@@ -40,3 +40,17 @@ def bert_vocab_file(shared_data) -> pathlib.Path:
 @pytest.fixture(scope="session")
 def wiki_shards(shared_data) -> list:
     return sorted((shared_data / "corpus" / "enwiki_wikiextractor").glob("enwiki_part*.txt.gz"))
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tmp_path_factory):
+    """A 60-token vocabulary whose special ids are the tiny config's ([CLS] 1, [SEP] 2, [MASK] 3): the
+    checkpoint tests' micro model folders (tests/checkpoint_fixtures.model_folder). A test module that
+    defines its own `tokenizer` fixture gets its own."""
+    from data.tokenization import load_tokenizer
+    from tests.model_fixtures import VOCAB_SIZE
+
+    path = tmp_path_factory.mktemp("vocab") / "vocab.txt"
+    tokens = ["[PAD]", "[CLS]", "[SEP]", "[MASK]", "[UNK]"] + [f"word{i}" for i in range(VOCAB_SIZE - 5)]
+    path.write_text("\n".join(tokens) + "\n", encoding="utf-8")
+    return load_tokenizer(vocab_file=path)

@@ -42,7 +42,7 @@ JAX_SCRIPT = textwrap.dedent('''
     tensorflow_after_import = "tensorflow" in sys.modules
 
     import jax
-    from tests.test_model_fixtures import tiny_batch, tiny_pretrainer
+    from tests.model_fixtures import tiny_batch, tiny_pretrainer
     results = {"tensorflow_after_import": tensorflow_after_import}
     model = tiny_pretrainer()
     batch = {k: jax.numpy.asarray(v) for k, v in tiny_batch(batch_size=4).items()}

@@ -5,7 +5,7 @@ import textwrap
 from bench import flops
 from configs.pretraining_config import PretrainingConfig
 from tests.helpers import run_script_under_jax
-from tests.test_model_fixtures import TINY_HPARAMS, tiny_config
+from tests.model_fixtures import TINY_HPARAMS, tiny_config
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -65,7 +65,7 @@ def test_electric_counts_both_towers_and_the_cloze_head_at_every_position():
 DIRECT_SCRIPT = textwrap.dedent('''
     import json
     from bench import flops
-    from tests.test_model_fixtures import tiny_config
+    from tests.model_fixtures import tiny_config
     from configs.pretraining_config import PretrainingConfig
     results = {}
     for name, config in {"tiny": tiny_config(),

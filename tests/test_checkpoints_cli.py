@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 
 from tests.conftest import REPO_ROOT
-from tests.test_checkpoints_variants import model_folder, tokenizer, weights  # noqa: F401  (fixture)
+from tests.checkpoint_fixtures import assert_one_line_exit_2, model_folder, weights
 
 
 @pytest.fixture(scope="module")
-def exported(tmp_path_factory, tokenizer):  # noqa: F811
+def exported(tmp_path_factory, tokenizer):
     """A micro model folder and its TF1 export made through the CLI."""
     from checkpoints import export
 
@@ -37,17 +37,6 @@ def error_lines(completed):
     assert completed.returncode == 2, completed.stderr[-2000:]
     assert "Traceback" not in completed.stderr
     return [line for line in completed.stderr.splitlines() if line.startswith("error:")]
-
-
-def assert_one_line_exit_2(main, args, capsys, *expected):
-    with pytest.raises(SystemExit) as exit_info:
-        main([str(a) for a in args])
-    assert exit_info.value.code == 2
-    error = capsys.readouterr().err.strip()
-    assert error.startswith("error: ") and "\n" not in error, error
-    for text in expected:
-        assert text in error, error
-    return error
 
 
 def test_import_through_the_cli_feeds_the_same_weights(exported, capsys):

@@ -261,7 +261,7 @@ def micro_model_folder(root, spm_model):
     from storage.model_folder import write_model_folder
     from data.tokenization import load_tokenizer
     from pretrain.builder import build_pretrainer
-    from tests.test_model_fixtures import tiny_config
+    from tests.model_fixtures import tiny_config
 
     tokenizer = load_tokenizer(spm_model=spm_model)
     special = tokenizer.special_ids
@@ -311,7 +311,7 @@ def test_export_cli_writes_a_tokenizer_the_model_runs_on(tmp_path, training_line
 def test_unsupported_model_type_is_one_input_error_line(tmp_path, training_lines, capsys):
     from checkpoints import export
     from data.vocab import learn_sentencepiece_model
-    from tests.test_checkpoints_cli import assert_one_line_exit_2
+    from tests.checkpoint_fixtures import assert_one_line_exit_2
 
     spm_model = learn_sentencepiece_model(training_lines[:500], 200, tmp_path / "chars", model_type="char")
     folder = micro_model_folder(tmp_path, spm_model)

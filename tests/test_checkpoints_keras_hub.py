@@ -18,10 +18,8 @@ import numpy as np
 import pytest
 
 from tests.helpers import MICRO_MODEL
-from tests.test_checkpoints_cli import assert_one_line_exit_2
-from tests.test_checkpoints_parity import TOLERANCE, max_diff, randomise, sst2_batch
-from tests.test_checkpoints_variants import model_folder, tokenizer  # noqa: F401  (fixture)
-from tests.test_model_fixtures import tiny_batch
+from tests.checkpoint_fixtures import TOLERANCE, assert_one_line_exit_2, max_diff, model_folder, randomise, sst2_batch
+from tests.model_fixtures import tiny_batch
 
 
 @pytest.fixture(scope="module")
@@ -139,7 +137,7 @@ def test_import_of_our_preset_gives_back_the_encoder(exported, capsys):
     assert back.vocab_file.read_text(encoding="utf-8").split() == ours.convert_ids_to_tokens(range(ours.vocab_size))
 
 
-def test_a_preset_saved_by_keras_hub_becomes_a_model_folder(tmp_path, tokenizer, capsys, keras_hub):  # noqa: F811
+def test_a_preset_saved_by_keras_hub_becomes_a_model_folder(tmp_path, tokenizer, capsys, keras_hub):
     """keras-hub builds, fills and saves the preset; the import's encoder computes keras-hub's outputs."""
     from checkpoints import import_weights
     from storage.model_folder import load_model_folder
@@ -165,7 +163,7 @@ def test_a_preset_saved_by_keras_hub_becomes_a_model_folder(tmp_path, tokenizer,
     assert max_diff(ours, sequence_output(backbone, batch), batch["input_mask"]) <= TOLERANCE
 
 
-def test_what_keras_hub_cannot_hold_is_refused_in_one_line(tmp_path, tokenizer, capsys, monkeypatch):  # noqa: F811
+def test_what_keras_hub_cannot_hold_is_refused_in_one_line(tmp_path, tokenizer, capsys, monkeypatch):
     import sys
     import types
 

@@ -19,40 +19,13 @@ import sys
 import numpy as np
 import pytest
 
+from tests.checkpoint_fixtures import NUM_SENTENCES, SEQ_LENGTH, TOLERANCE, max_diff, randomise, sst2_batch
 from tests.conftest import REPO_ROOT
 
 HF4_DIR = REPO_ROOT / ".venv" / "hf4"
-TOLERANCE = 1e-4
-NUM_SENTENCES = 6
-SEQ_LENGTH = 48
 
 
 # ------------------------------------------------------------------------------------------------ fixtures
-
-
-def sst2_batch(shared_data, tokenizer):
-    """Pairs of consecutive SST-2 dev sentences as [CLS] a [SEP] b [SEP] (segment 1 used), padded."""
-    lines = (shared_data / "glue" / "SST-2" / "dev.tsv").read_text(encoding="utf-8").splitlines()[1:]
-    sentences = [line.split("\t")[0] for line in lines[:2 * NUM_SENTENCES]]
-    ids = tokenizer.encode_batch(sentences)
-    special = tokenizer.special_ids
-    batch = {key: np.zeros((NUM_SENTENCES, SEQ_LENGTH), np.int32)
-             for key in ("input_ids", "input_mask", "segment_ids")}
-    for row in range(NUM_SENTENCES):
-        a, b = list(ids[2 * row][:20]), list(ids[2 * row + 1][:20 - row])  # rows of different lengths
-        tokens = [special.cls] + a + [special.sep] + b + [special.sep]
-        batch["input_ids"][row, :len(tokens)] = tokens
-        batch["input_mask"][row, :len(tokens)] = 1
-        batch["segment_ids"][row, len(a) + 2:len(tokens)] = 1
-    return sentences, batch
-
-
-def randomise(pretrainer, seed):
-    """Moves every weight off its initial value (biases 0 and LayerNorm gammas 1 would hide a mix-up)."""
-    rng = np.random.default_rng(seed)
-    for variable in pretrainer.weights:
-        value = variable.numpy()
-        variable.assign((value + 0.05 * rng.standard_normal(value.shape)).astype(np.float32))
 
 
 def our_logits(pretrainer, batch):
@@ -66,12 +39,6 @@ def our_logits(pretrainer, batch):
     generator = pretrainer.generator_head(pretrainer.generator(batch), positions,
                                           pretrainer.generator.embedding_table)
     return tuple(keras.ops.convert_to_numpy(x) for x in (discriminator, generator, sequence))
-
-
-def max_diff(ours, theirs, mask):
-    ours, theirs = np.asarray(ours), np.asarray(theirs)
-    selected = mask.astype(bool)
-    return float(np.max(np.abs(ours[selected] - theirs[selected])))
 
 
 def assert_same_weights(first, second):

@@ -7,41 +7,11 @@ back the same weights.
 import numpy as np
 import pytest
 
-from tests.test_model_fixtures import VOCAB_SIZE, tiny_config
+from tests.checkpoint_fixtures import model_folder, weights
+from tests.model_fixtures import VOCAB_SIZE
 
 SHAPE_FLAGS = ("electra_objective", "untied_generator", "untied_generator_embeddings", "gdes_embeddings",
                "two_tower_generator", "electric_objective")
-
-
-@pytest.fixture(scope="module")
-def tokenizer(tmp_path_factory):
-    """A 60-token vocabulary whose special ids are the tiny config's ([CLS] 1, [SEP] 2, [MASK] 3)."""
-    from data.tokenization import load_tokenizer
-
-    path = tmp_path_factory.mktemp("vocab") / "vocab.txt"
-    tokens = ["[PAD]", "[CLS]", "[SEP]", "[MASK]", "[UNK]"] + [f"word{i}" for i in range(VOCAB_SIZE - 5)]
-    path.write_text("\n".join(tokens) + "\n", encoding="utf-8")
-    return load_tokenizer(vocab_file=path)
-
-
-def model_folder(root, tokenizer, seed=0, **overrides):
-    from storage.model_folder import load_model_folder, write_model_folder
-    from pretrain.builder import build_pretrainer
-
-    config = tiny_config(model_name="original", data_dir=str(root), **overrides)
-    pretrainer = build_pretrainer(config)
-    rng = np.random.default_rng(seed)
-    for variable in pretrainer.weights:
-        value = variable.numpy()
-        variable.assign((value + 0.1 * rng.standard_normal(value.shape)).astype(np.float32))
-    folder = write_model_folder(root / "models" / "original", config, pretrainer, tokenizer.vocab_file, step=5)
-    return load_model_folder(folder)
-
-
-def weights(pretrainer):
-    from model.names import tf1_name_map
-
-    return {name: variable.numpy() for name, variable in tf1_name_map(pretrainer).items()}
 
 
 def import_back(export, model, root, tokenizer, fmt):

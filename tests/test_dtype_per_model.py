@@ -3,7 +3,7 @@ global dtype policy (which would leak into whatever the process builds next) sta
 import keras
 
 from pretrain.builder import build_for_training
-from tests.test_model_fixtures import tiny_config
+from tests.model_fixtures import tiny_config
 
 
 def test_mixed_bfloat16_pretrainer_leaves_the_global_policy_float32():

@@ -14,8 +14,8 @@ import tensorflow as tf
 
 from common.errors import InputError
 from pretrain import electric
-from tests.test_model_fixtures import CLS, MASK, SEP, VOCAB_SIZE, tiny_batch, tiny_config, tiny_pretrainer
-from tests.test_pretrainer import NO_DROPOUT, fixed_masking, max_abs, np_log_softmax
+from tests.model_fixtures import (CLS, MASK, NO_DROPOUT, SEP, VOCAB_SIZE, fixed_masking, max_abs, np_log_softmax,
+                                   tiny_batch, tiny_config, tiny_pretrainer)
 
 
 @pytest.fixture(scope="module")

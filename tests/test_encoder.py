@@ -8,7 +8,7 @@ import pytest
 from model.attention import explicit_attention, padding_mask
 from model.embeddings import BertEmbeddings
 from model.encoder import BertEncoder
-from tests.test_model_fixtures import VOCAB_SIZE, tiny_batch
+from tests.model_fixtures import VOCAB_SIZE, tiny_batch
 
 
 def make_encoder(**overrides):

@@ -5,7 +5,7 @@ import pytest
 
 from pretrain import masking
 from pretrain.sequence_ops import scatter_update
-from tests.test_model_fixtures import CLS, MASK, SEP, VOCAB_SIZE
+from tests.model_fixtures import CLS, MASK, SEP, VOCAB_SIZE
 
 SPECIALS = (CLS, SEP, MASK)
 

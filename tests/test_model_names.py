@@ -3,7 +3,7 @@
 import pytest
 
 from model.names import encoder_name_map, tf1_name_map
-from tests.test_model_fixtures import VOCAB_SIZE, tiny_config, tiny_pretrainer
+from tests.model_fixtures import VOCAB_SIZE, tiny_config, tiny_pretrainer
 
 LAYER_SUFFIXES = [
     f"attention/self/{p}/{w}" for p in ("query", "key", "value") for w in ("kernel", "bias")

@@ -12,7 +12,7 @@ from configs.pretraining_config import PretrainingConfig
 from pretrain.builder import build_encoders, build_pretrainer
 from pretrain.objective import ObjectiveSettings
 from pretrain.pretrainer import ElectraPretrainer
-from tests.test_model_fixtures import tiny_batch, tiny_config
+from tests.model_fixtures import tiny_batch, tiny_config
 
 # Recorded at commit 3f60e98 with the old keyword constructor (ElectraPretrainer(..., mask_prob=...,
 # electra_objective=..., seed=...)): keras.utils.set_random_seed(config.seed), build_pretrainer(config), then

@@ -8,30 +8,8 @@ import tensorflow as tf
 
 from pretrain import metrics as metrics_lib
 from pretrain import sampling
-from tests.test_model_fixtures import MASK, VOCAB_SIZE, tiny_batch, tiny_pretrainer
-
-NO_DROPOUT = {"model_hparam_overrides": {"dropout": 0.0, "attention_dropout": 0.0}}
-
-
-def fixed_masking(batch):
-    """Row 0: positions 3 and 5 ([MASK] at 3, 5 left unchanged); row 1: one slot at 2, the other unused."""
-    ids = batch["input_ids"]
-    positions = np.array([[3, 5], [2, 0], [1, 4], [2, 2]], "int32")
-    weights = np.array([[1, 1], [1, 0], [1, 1], [1, 1]], "float32")
-    masked_ids = ids.copy()
-    masked_ids[0, 3] = MASK
-    masked_ids[1, 2] = MASK
-    masked_ids[2, 1] = MASK
-    masked_ids[2, 4] = MASK
-    masked_ids[3, 2] = MASK
-    targets = np.take_along_axis(ids, positions, 1) * weights.astype("int32")
-    return {"input_ids": masked_ids, "masked_lm_positions": positions, "masked_lm_ids": targets,
-            "masked_lm_weights": weights}
-
-
-def max_abs(gradient):
-    """A gradient's largest magnitude; None (no path from the loss) counts as zero."""
-    return 0.0 if gradient is None else float(tf.reduce_max(tf.abs(tf.convert_to_tensor(gradient))))
+from tests.model_fixtures import (MASK, NO_DROPOUT, VOCAB_SIZE, fixed_masking, max_abs, np_log_softmax,
+                                   tiny_batch, tiny_pretrainer)
 
 
 def np_gelu(x):
@@ -42,11 +20,6 @@ def np_layer_norm(x, gamma, beta, eps=1e-12):
     mean = x.mean(-1, keepdims=True)
     var = ((x - mean) ** 2).mean(-1, keepdims=True)
     return (x - mean) / np.sqrt(var + eps) * gamma + beta
-
-
-def np_log_softmax(x):
-    x = x - x.max(-1, keepdims=True)
-    return x - np.log(np.exp(x).sum(-1, keepdims=True))
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,73 @@
+"""What the checkpoint tests share: a micro model folder with moved weights and its weights by TF1 name,
+the one-line exit-2 check of a command line, and the SST-2 batch and tolerances of the parity tests.
+(The 60-token vocabulary of the micro folders is conftest.py's `tokenizer` fixture.)"""
+import numpy as np
+import pytest
+
+from tests.model_fixtures import tiny_config
+
+TOLERANCE = 1e-4
+NUM_SENTENCES = 6
+SEQ_LENGTH = 48
+
+
+def model_folder(root, tokenizer, seed=0, **overrides):
+    from storage.model_folder import load_model_folder, write_model_folder
+    from pretrain.builder import build_pretrainer
+
+    config = tiny_config(model_name="original", data_dir=str(root), **overrides)
+    pretrainer = build_pretrainer(config)
+    rng = np.random.default_rng(seed)
+    for variable in pretrainer.weights:
+        value = variable.numpy()
+        variable.assign((value + 0.1 * rng.standard_normal(value.shape)).astype(np.float32))
+    folder = write_model_folder(root / "models" / "original", config, pretrainer, tokenizer.vocab_file, step=5)
+    return load_model_folder(folder)
+
+
+def weights(pretrainer):
+    from model.names import tf1_name_map
+
+    return {name: variable.numpy() for name, variable in tf1_name_map(pretrainer).items()}
+
+
+def assert_one_line_exit_2(main, args, capsys, *expected):
+    with pytest.raises(SystemExit) as exit_info:
+        main([str(a) for a in args])
+    assert exit_info.value.code == 2
+    error = capsys.readouterr().err.strip()
+    assert error.startswith("error: ") and "\n" not in error, error
+    for text in expected:
+        assert text in error, error
+    return error
+
+
+def sst2_batch(shared_data, tokenizer):
+    """Pairs of consecutive SST-2 dev sentences as [CLS] a [SEP] b [SEP] (segment 1 used), padded."""
+    lines = (shared_data / "glue" / "SST-2" / "dev.tsv").read_text(encoding="utf-8").splitlines()[1:]
+    sentences = [line.split("\t")[0] for line in lines[:2 * NUM_SENTENCES]]
+    ids = tokenizer.encode_batch(sentences)
+    special = tokenizer.special_ids
+    batch = {key: np.zeros((NUM_SENTENCES, SEQ_LENGTH), np.int32)
+             for key in ("input_ids", "input_mask", "segment_ids")}
+    for row in range(NUM_SENTENCES):
+        a, b = list(ids[2 * row][:20]), list(ids[2 * row + 1][:20 - row])  # rows of different lengths
+        tokens = [special.cls] + a + [special.sep] + b + [special.sep]
+        batch["input_ids"][row, :len(tokens)] = tokens
+        batch["input_mask"][row, :len(tokens)] = 1
+        batch["segment_ids"][row, len(a) + 2:len(tokens)] = 1
+    return sentences, batch
+
+
+def randomise(pretrainer, seed):
+    """Moves every weight off its initial value (biases 0 and LayerNorm gammas 1 would hide a mix-up)."""
+    rng = np.random.default_rng(seed)
+    for variable in pretrainer.weights:
+        value = variable.numpy()
+        variable.assign((value + 0.05 * rng.standard_normal(value.shape)).astype(np.float32))
+
+
+def max_diff(ours, theirs, mask):
+    ours, theirs = np.asarray(ours), np.asarray(theirs)
+    selected = mask.astype(bool)
+    return float(np.max(np.abs(ours[selected] - theirs[selected])))
