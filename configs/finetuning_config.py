@@ -18,10 +18,6 @@ LOSS_REDUCTIONS = ("sum", "mean")  # the batch's loss: the original's sum of exa
 # every batch one task's and shuffles the tasks' batches together (what this code did before).
 MULTITASK_BATCHES = ("mixed", "per_task")
 MRQA_ANSWER_ENDS = ("text_length", "char_span")  # the rules: finetune/mrqa/reader.py
-# The span head's answerability label: "original", the question's own flag in every window (SQuAD 2.0's
-# is_impossible; 0 for SQuAD 1.1 and MRQA), as the original's qa_tasks.py; "per_window": 1 for every window
-# that does not hold the answer (its start position is [CLS]).
-ANSWERABLE_LABELS = ("original", "per_window")
 # How chunking's predicted tags become chunks for its F1: the original's decoder (get_span_labels) or
 # conlleval's boundary rules; they differ on ill-formed predictions (finetune/tagging/spans.py).
 CHUNK_SCORERS = ("original", "conlleval")
@@ -84,7 +80,6 @@ class FinetuningConfig:
     n_best_size: int = 20
     beam_size: int = 20
     answerable_weight: float = 0.5
-    answerable_label: str = "original"  # ANSWERABLE_LABELS
     qa_na_threshold: float = -2.75
     qa_hidden_size: int = 512
 
@@ -105,9 +100,6 @@ class FinetuningConfig:
         if self.mrqa_answer_end not in MRQA_ANSWER_ENDS:
             raise InputError(f"fine-tuning config: mrqa_answer_end {self.mrqa_answer_end!r} is not one of "
                              f"{', '.join(MRQA_ANSWER_ENDS)}")
-        if self.answerable_label not in ANSWERABLE_LABELS:
-            raise InputError(f"fine-tuning config: answerable_label {self.answerable_label!r} is not one of "
-                             f"{', '.join(ANSWERABLE_LABELS)}")
         if self.qa_recipe not in QA_RECIPES:
             raise InputError(f"fine-tuning config: qa_recipe {self.qa_recipe!r} is not one of {', '.join(QA_RECIPES)}")
         if self.chunk_scorer not in CHUNK_SCORERS:

@@ -142,11 +142,10 @@ def test_get_final_text_projects_onto_the_original_words():
 def test_answerability_labels_are_the_questions_flag_in_every_window(squad_files, bert_vocab_file):
     """The original's label (qa_tasks.py writes the example's is_impossible into each of its windows): on
     SQuAD 2.0 dev at 512 tokens every window carries its question's is_impossible from the file, a window
-    that misses an answerable question's answer too. "per_window" (1 where the window lacks the answer)
-    differs in 37 of 12,022 windows: SQuAD's contexts seldom need two."""
+    that misses an answerable question's answer too. Labelling 1 every window without the answer (what
+    this code did before) differs in 37 of 12,022 windows: SQuAD's contexts seldom need two."""
     from configs.finetuning_config import FinetuningConfig
     from finetune.registry import get_task
-    from finetune.squad.task import answerable_labels
 
     tokenizer = load_tokenizer(vocab_file=bert_vocab_file)
     dataset = load(squad_files["v2"])
@@ -158,19 +157,17 @@ def test_answerability_labels_are_the_questions_flag_in_every_window(squad_files
     assert len(labels) == len(windows) == features["count"] == 12022
     assert labels.tolist() == [int(flags[w.example_index]) for w in windows]
     assert labels.sum() == 6024 and sum(flags) == 5945  # unanswerable questions with two windows count twice
-    starts = features["scalars"]["start_positions"]
-    per_window = answerable_labels(read["examples"], windows, starts, "per_window", True)
-    assert per_window.tolist() == (starts == 0).astype(int).tolist() and (per_window != labels).sum() == 37
+    without_answer = features["scalars"]["start_positions"] == 0
+    assert (without_answer != labels.astype(bool)).sum() == 37
 
 
 def test_answerable_label_rules_by_hand():
     """Three windows of an answerable question (the answer in the second) and two of an unanswerable one:
-    the original's label is the question's flag, only where the task reads it (SQuAD 2.0); per_window
-    marks every window whose start position is [CLS]; another value is refused with one line."""
+    the original's label is the question's flag in each window, only where the task reads it (SQuAD 2.0,
+    not 1.1 or MRQA)."""
     import numpy as np
 
-    from common.errors import InputError
-    from configs.finetuning_config import FinetuningConfig
+    from finetune.registry import get_task
     from finetune.squad.featurize import Window
     from finetune.squad.task import answerable_labels
 
@@ -178,9 +175,7 @@ def test_answerable_label_rules_by_hand():
     starts = np.array([0, 17, 0, 0, 0], np.int32)
     windows = [Window(index, 0, None, None, {}, {}, int(start), int(start)) for index, start in
                zip([0, 0, 0, 1, 1], starts)]
-    assert answerable_labels(examples, windows, starts, "original", True).tolist() == [0, 0, 0, 1, 1]
-    assert answerable_labels(examples, windows, starts, "original", False).tolist() == [0, 0, 0, 0, 0]
-    assert answerable_labels(examples, windows, starts, "per_window", True).tolist() == [1, 0, 1, 1, 1]
-    assert FinetuningConfig.create({}, "small", ["squad"]).answerable_label == "original"
-    with pytest.raises(InputError, match="answerable_label 'window' is not one of original, per_window"):
-        FinetuningConfig.create({"answerable_label": "window"}, "small", ["squad"])
+    assert answerable_labels(examples, windows, True).tolist() == [0, 0, 0, 1, 1]
+    assert answerable_labels(examples, windows, False).tolist() == [0, 0, 0, 0, 0]
+    assert [get_task(name).has_unanswerable for name in ("squad", "squadv1", "newsqa", "mrqa:drop")] == [
+        True, False, False, False]

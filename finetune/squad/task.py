@@ -19,13 +19,12 @@ from finetune.squad.reader import load_json, read_squad
 from finetune.tasks import SPAN, Task
 
 
-def answerable_labels(examples, windows, starts, rule="original", has_unanswerable=False):
-    """The answerability classifier's label per window. "original" (qa_tasks.py writes the example's
+def answerable_labels(examples, windows, has_unanswerable=False):
+    """The answerability classifier's label per window, the original's (qa_tasks.py writes the example's
     is_impossible into each of its windows): the question's flag, read only by SQuAD 2.0, so 0 for SQuAD 1.1
     and every MRQA set, and for 2.0 the same in every window of a question, one without the answer too.
-    "per_window": 1 wherever the window does not hold the answer (start position 0)."""
-    if rule == "per_window":
-        return (starts == 0).astype(np.int32)
+    (Labelling 1 every window without the answer, as this code once did, showed no gain when measured:
+    docs/reproduction.md#finetuning-heads.)"""
     if not has_unanswerable:
         return np.zeros(len(windows), np.int32)
     return np.array([examples[w.example_index].is_impossible for w in windows], np.int32)
@@ -43,8 +42,7 @@ class SpanTask(Task):
         scalars = {}
         if training:
             starts = np.array([w.start_position for w in windows], np.int32)
-            labels = answerable_labels(read["examples"], windows, starts, config.answerable_label,
-                                       self.has_unanswerable)
+            labels = answerable_labels(read["examples"], windows, self.has_unanswerable)
             scalars = {"start_positions": starts, "end_positions": np.array([w.end_position for w in windows], np.int32),
                        "is_impossible": labels}
         return {"sequences": {"input_ids": [w.input_ids for w in windows],
