@@ -12,6 +12,7 @@ from finetune import batches, metrics
 from finetune.features import pack, truncate_pair
 from finetune.glue import read_tsv_rows
 from finetune.registry import get_task, parse_task_list
+from tests.finetune_fixtures import DIAGNOSTIC_HEADER, MNLI_HEADER, _CharTokenizer, write, write_diagnostic, write_mnli
 
 # (task, split): (rows, label set) of the shared GLUE files (see the shared data README).
 SHARED_COUNTS = {
@@ -69,16 +70,6 @@ def test_glue_names_and_original_names_are_both_found(glue_root, tmp_path):
     assert [e.label for e in get_task("sst").read(tmp_path, "dev")] == ["1", "0"]
 
 
-def write(path, lines):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("\n".join("\t".join(cells) for cells in lines) + "\n", encoding="utf-8")
-    return path
-
-
-MNLI_HEADER = ["index", "promptID", "pairID", "genre", "sentence1_binary_parse", "sentence2_binary_parse",
-               "sentence1_parse", "sentence2_parse", "sentence1", "sentence2", "label1", "gold_label"]
-
-
 def test_fixture_formats_mnli_qqp_qnli(tmp_path):
     mnli = tmp_path / "MNLI"
     row = ["0", "31193", "31193n", "government", "( ( x ) )", "( y )", "(ROOT x)", "(ROOT y)",
@@ -105,27 +96,6 @@ def test_fixture_formats_mnli_qqp_qnli(tmp_path):
                                          ["0", "Who?", "Him.", "not_entailment"]])
     example = get_task("qnli").read(tmp_path, "dev")[0]
     assert (example.text_a, example.text_b, example.label) == ("Who?", "Him.", "not_entailment")
-
-
-DIAGNOSTIC_HEADER = ["index", "sentence1", "sentence2"]  # GLUE's diagnostic/diagnostic.tsv: no labels
-
-
-def write_mnli(folder):
-    """MNLI's five files in GLUE's formats, two rows each."""
-    rows = [["0", "1", "1n", "fiction", "( x )", "( y )", "(ROOT x)", "(ROOT y)", "A man sleeps .",
-             "A person rests .", "entailment", "entailment"],
-            ["1", "2", "2c", "slate", "( x )", "( y )", "(ROOT x)", "(ROOT y)", "It is raining .",
-             "The sun is out .", "contradiction", "contradiction"]]
-    for split in ("train", "dev_matched", "dev_mismatched"):
-        write(folder / f"{split}.tsv", [MNLI_HEADER] + rows)
-    for split in ("test_matched", "test_mismatched"):
-        write(folder / f"{split}.tsv", [MNLI_HEADER[:10]] + [row[:10] for row in rows])
-    return folder
-
-
-def write_diagnostic(path, count):
-    return write(path, [DIAGNOSTIC_HEADER] + [[str(i), f"The cat {i} sat .", f"A cat {i} sat ."]
-                                              for i in range(count)])
 
 
 @pytest.mark.parametrize("layout", ["original", "glue", "lower_case_beside", "linked_glue_folder"])
@@ -380,14 +350,6 @@ def test_recipe_defaults_and_overrides():
     with pytest.raises(InputError, match="layerwise_lr_variant"):
         FinetuningConfig.create('{"layerwise_lr_variant": "fixed"}', "small", ["rte"])
     assert size_of("electra_small_plus", 256) == "small" and size_of("my_model", 1024) == "large"
-
-
-class _CharTokenizer:
-    """One id per character (ord), enough to see what featurize packs."""
-    special_ids = type("Special", (), {"cls": 1, "sep": 2})()
-
-    def encode_batch(self, texts):
-        return [np.array([ord(c) for c in text], np.int32) for text in texts]
 
 
 def test_double_unordered_swaps_mrpc_and_sts_training_pairs_only():

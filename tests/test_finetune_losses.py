@@ -47,7 +47,7 @@ def test_sts_trains_on_score_over_5_and_reports_scores():
     lines = task.submission_lines(examples, outputs * 1.1)  # beyond 5 is clipped to the range
     assert lines[1:] == ["0\t0.000", "1\t1.320", "2\t2.750", "3\t4.180", "4\t5.000", "5\t4.840"]
     from finetune.features import featurize
-    from tests.test_finetune_glue import _CharTokenizer
+    from tests.finetune_fixtures import _CharTokenizer
 
     train = featurize(task, examples, _CharTokenizer(), 16, training=True)  # pairs doubled (double_unordered)
     np.testing.assert_allclose(train.labels, np.tile(np.array(scores) / 5.0, 2), rtol=1e-6)

@@ -350,7 +350,7 @@ def test_featurisation_keeps_every_first_answer(mrqa_files, bert_vocab_file, tmp
     from data.tokenization import load_tokenizer
     from finetune.squad.featurize import featurize_examples
     from finetune.squad.postprocess import span_text
-    from tests.test_finetune_squad import why_unmappable
+    from tests.finetune_fixtures import why_unmappable
 
     tokenizer = load_tokenizer(vocab_file=bert_vocab_file)
     for name, limit in (("DROP", None), ("SQuAD", 50), ("NewsQA", 50)):

@@ -13,53 +13,15 @@ import pytest
 
 from common.errors import InputError
 from configs.finetuning_config import FinetuningConfig
-from configs.model_config import ModelConfig
 from finetune import batches as batches_lib
 from finetune.bad_rows import BadRows
 from finetune.loop import BaseTrainer, MixedTasks, count_steps, task_batches
 from finetune.registry import get_task
+from tests.finetune_fixtures import (COUNTS, TASKS, config_for, mixed_losses, step_config, synthetic_features,
+                                     tiny_model)
 from tests.helpers import MICRO_MODEL, run_script_under_jax, write_corpus, write_vocab
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
-
-TASKS = [get_task("rte"), get_task("sts"), get_task("chunk")]  # classification, regression, tagging
-COUNTS = {"rte": 37, "sts": 23, "chunk": 11}
-
-
-def synthetic_features(seed=0, counts=COUNTS):
-    """Training features as the tasks' featurize returns them: ids of random lengths, the task's targets
-    (rte label ids, sts scores / 5, chunk's per-token tag_ids and tag_mask)."""
-    rng = np.random.default_rng(seed)
-    features = {}
-    for number, (name, count) in enumerate(counts.items()):
-        lengths = rng.integers(4, 30, count)
-        sequences = {"input_ids": [np.full(n, 10 * number + 5, np.int32) + np.arange(n, dtype=np.int32) % 3
-                                   for n in lengths],
-                     "segment_ids": [(np.arange(n) >= n // 2).astype(np.int32) for n in lengths]}
-        scalars = {}
-        if name == "rte":
-            scalars["labels"] = rng.integers(0, 2, count).astype(np.int32)
-        elif name == "sts":
-            scalars["labels"] = rng.uniform(0, 1, count).astype(np.float32)
-        else:
-            sequences["tag_mask"] = [(np.arange(n) % 2 == 1).astype(np.int32) for n in lengths]
-            sequences["tag_ids"] = [rng.integers(0, 45, n).astype(np.int32) * mask
-                                    for n, mask in zip(lengths, sequences["tag_mask"])]
-        features[name] = {"sequences": sequences, "scalars": scalars, "count": count}
-    return features
-
-
-def tiny_model(tasks, config, seed=0):
-    import keras
-
-    from finetune.model import FinetuningModel, make_head
-    from finetune.pretrained import build_encoder
-
-    keras.utils.set_random_seed(seed)
-    model_config = ModelConfig(vocab_size=64, hidden_size=16, num_layers=1, num_heads=2, intermediate_size=32,
-                               embedding_size=16, max_position_embeddings=64, dropout=0.0, attention_dropout=0.0)
-    encoder = build_encoder(model_config)
-    return FinetuningModel(encoder, {t.name: make_head(t, 16, config, encoder.dtype_policy) for t in tasks})
 
 
 class RecordingTrainer(BaseTrainer):
@@ -74,11 +36,6 @@ class RecordingTrainer(BaseTrainer):
 
     def current_learning_rate(self):
         return 0.0
-
-
-def config_for(**values):
-    return FinetuningConfig.create({"train_batch_size": 8, "iterations_per_loop": 1000, **values}, "small",
-                                   list(COUNTS))
 
 
 # ------------------------------------------------------------------------------------ mixed batches
@@ -182,7 +139,7 @@ JAX_STEPS = """
 import json
 import numpy as np
 from finetune.loop import build_optimizer
-from tests.test_finetune_multitask import TASKS, mixed_losses, tiny_model, step_config
+from tests.finetune_fixtures import TASKS, mixed_losses, tiny_model, step_config
 from training_jax.finetune import JaxTrainer
 
 config = step_config()
@@ -193,20 +150,6 @@ with np.load(sys.argv[1]) as weights:
 trainer = JaxTrainer(model, TASKS, build_optimizer(config, 10, 1), config)
 print("RESULTS" + json.dumps(mixed_losses(trainer)))
 """
-
-
-def step_config():
-    return config_for(head_dropout=0.0, max_seq_length=64, learning_rate=1e-3, layerwise_lr_decay=0.0,
-                      warmup_proportion=0.0, pad_to_multiple=32)
-
-
-def mixed_losses(trainer, steps=4):
-    """The losses of the first `steps` mixed updates on synthetic_features(1) (one batch shape)."""
-    losses = []
-    for task, batch in trainer.epoch_batches(synthetic_features(1), np.random.default_rng(0)):
-        losses.append(float(trainer.step(task, batch)))
-        if len(losses) == steps:
-            return losses
 
 
 def test_the_jax_trainer_takes_the_same_mixed_steps(tmp_path):
@@ -359,7 +302,7 @@ def test_a_malformed_row_stops_the_run_by_default(data_dir, capsys):
 # ------------------------------------------------------------------------------------ skipping bad rows
 def test_skipping_bad_glue_rows_counts_them_per_file_and_reports_once(tmp_path):
     from finetune.trials import prepare_tasks
-    from tests.test_finetune_glue import _CharTokenizer
+    from tests.finetune_fixtures import _CharTokenizer
 
     folder = tmp_path / "rte"
     folder.mkdir()

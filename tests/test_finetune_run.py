@@ -22,7 +22,7 @@ from finetune.saved import load_finetuned_model
 from finetune.registry import get_task
 from pretrain.builder import build_pretrainer
 from tests.helpers import MICRO_MODEL
-from tests.test_finetune_glue import write_diagnostic, write_mnli
+from tests.finetune_fixtures import write_diagnostic, write_mnli
 from storage.model_folder import model_trackable
 
 QUICK = {"max_train_steps": 4, "iterations_per_loop": 2, "eval_batch_size": 128}

@@ -7,11 +7,12 @@ import types
 
 import pytest
 
-from data.tokenization import is_split_character, load_tokenizer
+from data.tokenization import load_tokenizer
 from finetune.squad import evaluate as squad_eval
 from finetune.squad.featurize import featurize_examples
-from finetune.squad.postprocess import _basic_tokenize, get_final_text, span_text
+from finetune.squad.postprocess import get_final_text, span_text
 from finetune.squad.reader import read_squad
+from tests.finetune_fixtures import why_unmappable
 
 
 @pytest.fixture(scope="module")
@@ -31,30 +32,6 @@ def load(path):
 
 def questions(dataset):
     return [qa for article in dataset["data"] for p in article["paragraphs"] for qa in p["qas"]]
-
-
-def why_unmappable(example, tokenizer, answer_start):
-    """Why the pieces cannot spell the answer exactly, or None when they should."""
-    context, text = example.paragraph.context, example.answer_text
-    end = answer_start + len(text) - 1
-
-    def edge(i, j):  # is there a BERT token boundary between characters i and j?
-        if i < 0 or j >= len(context):
-            return True
-        return (context[i].isspace() or context[j].isspace() or is_split_character(context[i])
-                or is_split_character(context[j]))
-
-    if not (edge(answer_start - 1, answer_start) and edge(end, end + 1)):
-        return "starts or ends inside a word"
-    if " ".join(text.split()) != text:
-        return "has runs of whitespace the whitespace split collapses"
-    words = example.paragraph.doc_tokens[example.start_word:example.end_word + 1]
-    if any(tokenizer.special_ids.unk in tokenizer.encode(word) for word in words):
-        return "contains a character the vocabulary lacks ([UNK])"
-    joined = " ".join(words)
-    if len("".join(_basic_tokenize(joined, True))) != len(joined.replace(" ", "")):
-        return "normalisation changes its length (dropped or decomposed characters)"
-    return None
 
 
 def test_featurisation_maps_every_v1_answer_back(squad_files, bert_vocab_file):

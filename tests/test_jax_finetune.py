@@ -19,7 +19,8 @@ import pytest
 from configs.finetuning_config import FinetuningConfig
 from configs.pretraining_config import PretrainingConfig
 from common.errors import InputError
-from tests.helpers import MICRO_MODEL, run_script_under_jax, write_corpus, write_rte, write_vocab  # noqa: F401 (write_rte: other tests take it from here)
+from tests.finetune_fixtures import RecordingReporter
+from tests.helpers import MICRO_MODEL, run_script_under_jax, write_corpus, write_rte, write_vocab
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 # A learning rate at which the tiny encoder learns the fixture's cue within 50 updates (the dev score then
@@ -94,21 +95,6 @@ def setup(tmp_path_factory):
     trials = runner.run()
     return {"root": root, "task_data": task_data, "config": ft_config, "tf_losses": losses,
             "tf_dev": trials["rte"][0]["metrics"]["accuracy"], "pretrained": pretrained}
-
-
-class RecordingReporter:
-    """TrialRunner's reporter interface; keeps the training loss of every logged step."""
-    train_writer, eval_writer = "train", "eval"
-
-    def __init__(self, losses):
-        self.losses = losses
-
-    def scalars(self, writer, step, values):
-        if writer == "train":
-            self.losses.append([values["loss"], values["learning_rate"]])
-
-    def close(self):
-        pass
 
 
 def test_task_arrays_round_trip_features_labels_and_scores(setup):
@@ -235,7 +221,7 @@ PARITY_SCRIPT = textwrap.dedent('''
     from configs.pretraining_config import PretrainingConfig
     from finetune.arrays import load_task_data
     from finetune.trials import TrialRunner
-    from tests.test_jax_finetune import RecordingReporter
+    from tests.finetune_fixtures import RecordingReporter
     from training_jax.finetune import JaxTrainer, encoder_loader, pretrained_record
 
     root = pathlib.Path(ROOT)
