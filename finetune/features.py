@@ -76,3 +76,12 @@ def featurize(task, examples, tokenizer, max_seq_length, training=False, double_
         labels = task.targets(examples)
     return Features([p[0] for p in packed], [p[1] for p in packed], labels[np.array(order, np.int64)],
                     np.array(order, np.int64))
+
+
+def model_inputs(task, examples, tokenizer, config, training=False):
+    """What a sentence(-pair) task hands the trainer: {"sequences": {input_ids, segment_ids}, "scalars":
+    {labels}, "examples", "count"}, featurised as the original's classification and regression tasks are."""
+    features = featurize(task, examples, tokenizer, config.max_seq_length, training=training,
+                         double_unordered=config.double_unordered)
+    return {"sequences": {"input_ids": features.input_ids, "segment_ids": features.segment_ids},
+            "scalars": {"labels": features.labels}, "examples": examples, "count": len(features)}

@@ -23,7 +23,7 @@ from common.errors import InputError
 from finetune import metrics
 from finetune.bad_rows import policy
 from finetune.data_files import find_file, find_split_file, find_task_dir, split_file_candidates
-from finetune.features import featurize
+from finetune.features import model_inputs
 from finetune.tasks import CLASSIFICATION, REGRESSION, Example, Task
 
 # CoLA's train and dev files have no header: source, label, original judgement, sentence.
@@ -186,10 +186,7 @@ class GlueTask(Task):
     # ------------------------------------------------------------------ features
     def featurize(self, examples, tokenizer, config, training=False):
         """Model inputs: {"sequences": {input_ids, segment_ids}, "scalars": {labels}, ...}."""
-        features = featurize(self, examples, tokenizer, config.max_seq_length, training=training,
-                             double_unordered=config.double_unordered)
-        return {"sequences": {"input_ids": features.input_ids, "segment_ids": features.segment_ids},
-                "scalars": {"labels": features.labels}, "examples": examples, "count": len(features)}
+        return model_inputs(self, examples, tokenizer, config, training)
 
     def evaluate(self, features, outputs, config, suffix=""):
         """Metric values (0–100) on an evaluated split; `outputs` are the head's, in feature order."""

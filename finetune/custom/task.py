@@ -27,7 +27,7 @@ from finetune import metrics
 from finetune.bad_rows import policy
 from finetune.custom import spec as spec_lib
 from finetune.custom.tables import read_rows
-from finetune.features import featurize
+from finetune.features import model_inputs
 from finetune.tagging.reader import Sentence, read_conll
 from finetune.tagging.spans import OUTSIDE
 from finetune.tagging.task import TaggingTask
@@ -253,10 +253,7 @@ class TableTask(FilesTask):
 
     # ------------------------------------------------------------------ features and scores
     def featurize(self, examples, tokenizer, config, training=False):
-        features = featurize(self, examples, tokenizer, config.max_seq_length, training=training,
-                             double_unordered=config.double_unordered)
-        return {"sequences": {"input_ids": features.input_ids, "segment_ids": features.segment_ids},
-                "scalars": {"labels": features.labels}, "examples": examples, "count": len(features)}
+        return model_inputs(self, examples, tokenizer, config, training)
 
     def label_ids(self, examples) -> np.ndarray:
         if self.kind == REGRESSION:
