@@ -1,4 +1,5 @@
-"""Test fixtures: a tiny WordPiece vocabulary and dataset from Python's docs, TensorBoard scalars."""
+"""Test fixtures: a tiny WordPiece vocabulary and dataset from Python's docs, TensorBoard scalars, scripts
+run under JAX, an AVX2-only CPU's /proc/cpuinfo, the accelerator's Python emulated here."""
 import collections
 import json
 import os
@@ -92,6 +93,20 @@ def run_script_under_jax(script, repo_root, timeout=300):
     lines = [line for line in completed.stdout.splitlines() if line.startswith("RESULTS")]
     assert completed.returncode == 0 and lines, completed.stderr[-3000:]
     return json.loads(lines[-1][len("RESULTS"):])
+
+
+# ---------------------------------------------------------------- an AVX2-only CPU's /proc/cpuinfo (no VNNI/AMX)
+ZEN3 = """processor\t: 0
+vendor_id\t: AuthenticAMD
+cpu family\t: 25
+model\t\t: 1
+model name\t: AMD EPYC 7B13 64-Core Processor
+flags\t\t: fpu vme de pse tsc msr sse sse2 ssse3 fma cx16 sse4_1 sse4_2 movbe popcnt aes xsave avx f16c rdrand avx2 bmi2 sha_ni
+
+processor\t: 1
+model name\t: AMD EPYC 7B13 64-Core Processor
+flags\t\t: fpu vme de pse tsc msr sse sse2 ssse3 fma avx avx2
+"""
 
 
 # ---------------------------------------------------------------- the accelerator's Python, emulated here

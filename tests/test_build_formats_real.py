@@ -3,14 +3,14 @@
 2 processes.
 
 With 2 processes the two workers' shares run one after the other in this process instead of in a pool
-(test_build_records.workers_in_turn): a worker's shards depend only on its index and the parts the real
+(tests/corpus_fixtures.workers_in_turn): a worker's shards depend only on its index and the parts the real
 code gives it, and a pool would cost two TensorFlow imports per build."""
 import itertools
 
 import pytest
 
 from data.corpus import iter_documents
-from tests.test_build_records import FORMATS, build, format_args, shard_bytes, workers_in_turn, write_documents
+from tests.corpus_fixtures import FORMATS, build, format_args, shard_bytes, workers_in_turn, write_documents
 
 TEXT_BYTES = 400_000  # a slice of one shared shard: a second or two of packing per build
 MAX_DOCUMENT_BYTES = 12_000  # shorter articles: more documents (and row groups) in the slice

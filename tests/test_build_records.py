@@ -1,62 +1,13 @@
 """The builder on JSON-lines and Parquet corpora: the same documents give the same shards as plain text,
 Parquet row groups are shared by processes, and bad records stop the build with nothing left looking
 complete."""
-import gzip
-import json
-
-import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-import zstandard
 
-import build_pretraining_dataset as cli
 from data import tfrecords
 from data.corpus import iter_documents
+from tests.corpus_fixtures import FORMATS, build, format_args, shard_bytes, workers_in_turn, write_documents
 from tests.helpers import write_corpus, write_vocab
-
-# name → (--corpus-format, file suffix, --text-field or None)
-FORMATS = {
-    "plain": ("plain", ".txt", None),
-    "jsonl": ("jsonl", ".jsonl", None),
-    "jsonl.gz": ("jsonl", ".jsonl.gz", None),
-    "jsonl.zst": ("jsonl", ".jsonl.zst", None),
-    "parquet": ("parquet", ".parquet", "article_body"),
-}
-
-
-def write_documents(folder, files, name, parquet_row_group=16):
-    """Writes `files` (each a list of documents, each a list of lines) in format `name` to `folder`:
-    one output file per input file, the same stems, so the builder sees the same files in the same order.
-    JSON lines and Parquet carry other fields beside the text, as real exports do."""
-    corpus_format, suffix, text_field = FORMATS[name]
-    folder.mkdir(parents=True, exist_ok=True)
-    for index, documents in enumerate(files):
-        path = folder / f"part{index:02d}{suffix}"
-        texts = ["\n".join(lines) for lines in documents]
-        if corpus_format == "plain":
-            path.write_text("\n\n".join(texts) + "\n", encoding="utf-8")
-        elif corpus_format == "parquet":
-            table = pa.table({"id": list(range(len(texts))), "url": [f"u{i}" for i in range(len(texts))],
-                              text_field: texts})
-            pq.write_table(table, path, row_group_size=parquet_row_group)
-        else:
-            data = "".join(json.dumps({"id": i, "text": t, "meta": {"n": i}}) + "\n" for i, t in enumerate(texts))
-            data = data.encode("utf-8")
-            if suffix.endswith(".gz"):
-                data = gzip.compress(data, mtime=0)
-            elif suffix.endswith(".zst"):
-                data = zstandard.ZstdCompressor().compress(data)
-            path.write_bytes(data)
-    return folder
-
-
-def format_args(name):
-    corpus_format, _, text_field = FORMATS[name]
-    return ["--corpus-format", corpus_format] + (["--text-field", text_field] if text_field else [])
-
-
-def shard_bytes(output):
-    return {p.name: p.read_bytes() for p in sorted(output.glob(tfrecords.SHARD_PREFIX + "*"))}
 
 
 @pytest.fixture(scope="module")
@@ -66,13 +17,6 @@ def documents(tmp_path_factory):
     vocab = write_vocab(corpus, tmp_path_factory.mktemp("vocab") / "vocab.txt")
     files = [list(iter_documents(path, "plain")) for path in sorted(corpus.glob("*.txt"))]
     return files, vocab
-
-
-def build(tmp_path, corpus, vocab, *extra, name="out"):
-    output = tmp_path / name
-    metadata = cli.main(["--corpus-dir", str(corpus), "--vocab-file", str(vocab), "--data-dir", str(tmp_path),
-                         "--output-dir", str(output), "--max-seq-length", "64", "--num-shards", "2", *extra])
-    return output, metadata
 
 
 def test_the_same_documents_build_the_same_shards_in_every_format(tmp_path, documents):
@@ -90,15 +34,6 @@ def test_the_same_documents_build_the_same_shards_in_every_format(tmp_path, docu
         assert metadata["counts"]["documents"] == plain_meta["counts"]["documents"]
         assert metadata["corpus_format"] == FORMATS[name][0]
     assert built["parquet"][1]["text_field"] == "article_body" and "text_field" not in plain_meta
-
-
-def workers_in_turn(settings, parts, counters, progress):
-    """Stands in for the process pool: each worker's share built in turn in this process. A worker's
-    shards depend only on its index and parts, and a pool costs two TensorFlow imports (test_build.py runs
-    the real pool)."""
-    import data.build
-
-    return [data.build.build_part(settings, index, share, counters) for index, share in enumerate(parts)]
 
 
 def test_one_parquet_file_is_shared_by_two_processes(tmp_path, documents, monkeypatch):

@@ -3,19 +3,8 @@ import os
 
 import pytest
 
+from tests.helpers import ZEN3
 from training.cpu_features import CpuFeatures, bf16_cpu_warning, parse_cpuinfo, read_cpu_features
-
-ZEN3 = """processor\t: 0
-vendor_id\t: AuthenticAMD
-cpu family\t: 25
-model\t\t: 1
-model name\t: AMD EPYC 7B13 64-Core Processor
-flags\t\t: fpu vme de pse tsc msr sse sse2 ssse3 fma cx16 sse4_1 sse4_2 movbe popcnt aes xsave avx f16c rdrand avx2 bmi2 sha_ni
-
-processor\t: 1
-model name\t: AMD EPYC 7B13 64-Core Processor
-flags\t\t: fpu vme de pse tsc msr sse sse2 ssse3 fma avx avx2
-"""
 
 ZEN4 = """processor\t: 0
 vendor_id\t: AuthenticAMD

@@ -252,7 +252,7 @@ def test_extra_checkpoint_steps_save_and_evaluate_there_without_changing_the_run
 def test_prepare_turns_on_onednn_on_an_avx2_cpu_for_float32(data_dir, monkeypatch, precision, expected):
     """Where TensorFlow leaves oneDNN off (no VNNI/AMX), prepare() turns it on once the config says
     float32, before anything imports TensorFlow; never for mixed_bfloat16 (tests/test_cpu_features.py)."""
-    from tests.test_cpu_features import ZEN3
+    from tests.helpers import ZEN3
     from training import cpu_features
 
     monkeypatch.setattr(cpu_features, "read_cpu_features", lambda **_: cpu_features.parse_cpuinfo(ZEN3))

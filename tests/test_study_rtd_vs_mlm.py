@@ -7,13 +7,7 @@ import tensorflow as tf
 
 from studies.rtd_vs_mlm import cli as rtd_vs_mlm, plan as study_plan, report, stages
 from finetune.registry import get_task
-
-
-def plan_in(tmp_path, **changes):
-    values = dict(work_dir=tmp_path, shared_data=tmp_path / "shared", electra_steps=1500, budgets=3,
-                  tasks=["cola", "rte"], seeds=3, finetune_max_steps=0)
-    values.update(changes)
-    return study_plan.Plan(**values)
+from tests.study_fixtures import plan_in
 
 
 def test_the_mlm_run_gets_the_electra_runs_flops_at_every_budget(tmp_path):

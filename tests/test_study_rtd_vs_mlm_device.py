@@ -7,7 +7,7 @@ import pytest
 from training_jax import weights as jax_weights
 
 from studies.rtd_vs_mlm import cli as rtd_vs_mlm, device, plan as study_plan, stages
-from tests.test_study_rtd_vs_mlm import plan_in
+from tests.study_fixtures import plan_in
 
 
 def export_tiny_study(tmp_path, electra_steps=6, budgets=2, finetune_tasks=False, export=None, minutes=None,
@@ -23,7 +23,7 @@ def export_tiny_study(tmp_path, electra_steps=6, budgets=2, finetune_tasks=False
     vocab.parent.mkdir(parents=True)
     vocab.write_text((plan.data_dir / "vocab.txt").read_text())
     if finetune_tasks:
-        from tests.test_jax_finetune import write_rte
+        from tests.helpers import write_rte
 
         text = " ".join(p.read_text() for p in sorted((plan.data_dir / "corpus").glob("*.txt")))
         sentences = [" ".join(s.split()[:10]) for s in text.replace("\n", " ").split(". ") if len(s.split()) >= 6]

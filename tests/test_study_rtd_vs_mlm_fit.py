@@ -1,7 +1,7 @@
 """The RTD-vs-MLM study's runs sized on the accelerator (training_jax.fit) get the config its plan resolves
 for the same length: the import here checks one against the other."""
 from studies.rtd_vs_mlm.plan import WARMUP_FRACTION, pretraining_hparams
-from tests.test_study_rtd_vs_mlm import plan_in
+from tests.study_fixtures import plan_in
 from training_jax import fit
 
 

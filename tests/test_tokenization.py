@@ -6,7 +6,6 @@ Python's str.lower() (the original) gives "ς"; `BertTokenizerLegacy` (Python, t
 NFC step, which changes ids only when accents are kept. So the Rust one is the reference for text
 without a capital sigma and for cased text, the Python one for uncased text.
 """
-import gzip
 import unicodedata
 
 import numpy as np
@@ -16,6 +15,7 @@ import transformers
 from common.errors import InputError
 from data.tokenization import (MAX_INPUT_CHARS_PER_WORD, SPECIAL_TOKENS, SpecialIds, Tokenizer, file_sha256,
                                load_tokenizer)
+from tests.corpus_fixtures import wiki_paragraphs
 
 TRICKY = [
     "Hello, World! It's 3.14 -- isn't it? unaffable hellos",
@@ -282,24 +282,6 @@ def test_tf_tokenize_in_a_saved_model(tmp_path, tokenizers):
 
 
 # ------------------------------------------------------------------------------------------------ real data
-
-
-def wiki_paragraphs(path, count, skip=0):
-    """Paragraph lines of a WikiExtractor shard: not <doc>, title, blank or </doc> lines."""
-    out = []
-    with gzip.open(path, "rt", encoding="utf-8") as f:
-        title_next = False
-        for line in f:
-            line = line.rstrip("\n")
-            if line.startswith("<doc "):
-                title_next = True
-            elif title_next:
-                title_next = False
-            elif line.strip() and line != "</doc>":
-                out.append(line)
-                if len(out) == skip + count:
-                    break
-    return out[skip:]
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,7 @@ import pytest
 from data import vocab as vocab_lib
 from common.errors import InputError
 from data.tokenization import SPECIAL_TOKENS, SpecialIds, is_split_character, load_tokenizer
-from tests.test_tokenization import wiki_paragraphs
+from tests.corpus_fixtures import wiki_paragraphs
 
 WORDS = ("the of and in to a is was for on as with by he that at from his it an were are which this be "
          "or has had first one their its new after but who not they have her she two been other when there "
