@@ -1,4 +1,5 @@
-"""Speed benchmarks (step, build, fine-tuning batches and threads, FLOPs, profiles): scripts that measure and
+"""Speed benchmarks (step, build, fine-tuning batches and threads, predictions and fine-tuning against Hugging
+Face, FLOPs, profiles): scripts that measure and
 print, run from the repository root as `python -m bench.<name>` (which puts the repository's packages on the
 path). Research questions live in studies/, which may import bench; bench imports nothing of them."""
 import os

@@ -1,0 +1,370 @@
+"""Prediction and fine-tuning speed of a fine-tuned electra_small against Hugging Face on the CPU, side by
+side in one run.
+
+    ELECTRA_SHARED_DATA=../shared/data python -m bench.predict_vs_hf [--work-dir runs/bench_predict]
+        [--hf-batch-sizes 1,8,32,64,128] [--batch-size 64] [--train-steps 30] [--repeats 3] [--threads 2]
+
+Prepared once in --work-dir (reused by later runs): a randomly initialised electra_small model folder with
+BERT's uncased vocabulary (speed does not depend on the weights), fine-tuned a few steps on SST-2 by
+run_finetuning.py, and exported by `python -m checkpoints.export --format hf`, whose discriminator Hugging
+Face loads as ElectraForSequenceClassification (its classifier newly initialised: a dense layer more than
+ours on [CLS], about 0.1% of the model's multiply-adds at these lengths).
+
+1. Predictions: the 872 SST-2 dev sentences, every class probability out. Ours: `python -m
+   inference.predict` (predict.main on the dev TSV, JSON lines written; length-bucketed batches of
+   --batch-size); Hugging Face: `pipeline("text-classification", top_k=None)` at each --hf-batch-sizes
+   (PyTorch CPU), the best one compared; the same JSON lines written. Each timed after a warm-up call on
+   the first 64 sentences (compilation and first-call costs not timed).
+2. Fine-tuning updates per second on SST-2's training set, batch 32: ours (the fine-tuning model, optimizer
+   and compiled step of run_finetuning.py) with length_bucketing (dynamic padding; pools of 50 batches
+   sorted by length, the fast option) and with bucket_pool_batches 1 (random batches, each padded to its
+   longest: exactly Hugging Face's dynamic padding); Hugging Face's Trainer with DataCollatorWithPadding
+   (random batches padded to their longest) and with train_sampling_strategy "group_by_length" (its own
+   length-grouped sampler: megabatches of 50 batches sorted by length).
+   --train-steps timed updates after --warmup-steps untimed ones.
+
+Every measurement runs in a fresh process with --threads threads: TensorFlow's intra-op pool (and one
+inter-op thread when --threads is 1), PyTorch's torch.set_num_threads and set_num_interop_threads;
+alternated --repeats times, the median compared. Prints the CPU, the
+load average before and after, each figure and the ratios.
+"""
+import argparse
+import json
+import os
+import pathlib
+import statistics
+import subprocess
+import sys
+import time
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+MODEL_NAME = "electra_small_random"
+WARMUP_ROWS = 64
+
+
+# ------------------------------------------------------------------------------------------------ preparing
+
+
+def prepare(work, shared, finetune_steps):
+    """The model folder, its fine-tuned SST-2 folder and its Hugging Face export (made once)."""
+    data_dir = work / "data"
+    folder = data_dir / "models" / MODEL_NAME
+    finetuned = folder / "finetuning_models" / "sst_model_1"
+    hf = work / "hf" / "discriminator"
+    if not (folder / "config.json").is_file():
+        vocab = shared / "vocab" / "bert-base-uncased-vocab.txt"
+        _run([sys.executable, "-c", PRETRAINED_SCRIPT, str(folder), str(vocab)])
+    if not (finetuned / "finetuning_info.json").is_file():
+        _run([sys.executable, str(REPO / "run_finetuning.py"), "--model-name", MODEL_NAME, "--data-dir", str(data_dir),
+              "--task", "sst", "--finetuning-data-dir", str(shared / "glue"),
+              "--hparams", json.dumps({"max_train_steps": finetune_steps, "length_bucketing": True,
+                                       "iterations_per_loop": finetune_steps})])
+    if not (hf / "config.json").is_file():
+        _run([sys.executable, "-m", "checkpoints.export", "--model-dir", str(folder), "--format", "hf",
+              "--output", str(work / "hf"), "--overwrite"])
+    return folder, finetuned, hf
+
+
+PRETRAINED_SCRIPT = """
+import os, sys, shutil, pathlib
+os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+import tensorflow as tf
+from configs.pretraining_config import PretrainingConfig
+from pretrain.builder import build_pretrainer
+from storage.model_folder import model_trackable
+folder, vocab = pathlib.Path(sys.argv[1]), sys.argv[2]
+folder.mkdir(parents=True, exist_ok=True)
+config = PretrainingConfig.create({"model_size": "electra_small", "model_name": folder.name})
+config.save(folder / "config.json")
+shutil.copyfile(vocab, folder / "vocab.txt")
+manager = tf.train.CheckpointManager(tf.train.Checkpoint(model=model_trackable(build_pretrainer(config))),
+                                     str(folder), max_to_keep=1, checkpoint_name="ckpt")
+manager.save(checkpoint_number=1)
+"""
+
+
+def _run(command):
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    completed = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True)
+    if completed.returncode:
+        sys.exit(f"failed: {' '.join(command)}\n{completed.stderr[-3000:]}")
+
+
+def dev_sentences(shared):
+    lines = (shared / "glue" / "SST-2" / "dev.tsv").read_text(encoding="utf-8").splitlines()
+    column = lines[0].split("\t").index("sentence")
+    return [line.split("\t")[column] for line in lines[1:] if line.strip()]
+
+
+# ------------------------------------------------------------------------------------------------ workers
+
+
+def configure_tensorflow(threads):
+    """`threads` intra-op threads; with one, one inter-op thread too, so that TensorFlow uses one core as
+    PyTorch does (with more, TensorFlow's default inter-op pool, as the commands run)."""
+    import tensorflow as tf
+
+    tf.config.threading.set_intra_op_parallelism_threads(threads)
+    if threads == 1:
+        tf.config.threading.set_inter_op_parallelism_threads(1)
+
+
+def worker_ours_predict(args):
+    """Rows/s of inference.predict on the dev TSV (after a warm-up on its first rows)."""
+    configure_tensorflow(args.threads)
+    from inference import predict
+
+    dev = pathlib.Path(args.shared) / "glue" / "SST-2" / "dev.tsv"
+    warm = pathlib.Path(args.work) / "warmup.tsv"
+    warm.write_text("\n".join(dev.read_text(encoding="utf-8").splitlines()[:WARMUP_ROWS + 1]) + "\n", encoding="utf-8")
+    common = ["--model-dir", args.finetuned, "--batch-size", str(args.batch_size), "--output", os.devnull]
+    predictor = {}
+    original = predict.load_predictor
+
+    def load_once(*a, **k):  # one model for the warm-up and the timed call, as one command's run
+        if "p" not in predictor:
+            predictor["p"] = original(*a, **k)
+        return predictor["p"]
+
+    predict.load_predictor = load_once
+    with open(os.devnull, "w") as quiet:
+        stderr, sys.stderr = sys.stderr, quiet
+        try:
+            predict.main(common + [str(warm)])
+            summary = predict.main(common + [str(dev)])
+        finally:
+            sys.stderr = stderr
+    return {"rows": summary["rows"], "seconds": summary["seconds"]}
+
+
+def worker_hf_predict(args):
+    """Rows/s of pipeline("text-classification") at one batch size, JSON lines written as ours."""
+    import torch
+    from transformers import pipeline
+    from transformers.utils import logging
+
+    logging.set_verbosity_error()
+    torch.set_num_threads(args.threads)
+    torch.set_num_interop_threads(args.threads)
+    sentences = dev_sentences(pathlib.Path(args.shared))
+    pipe = pipeline("text-classification", model=args.hf, tokenizer=args.hf, device=-1, top_k=None)
+    pipe(sentences[:WARMUP_ROWS], batch_size=args.batch_size, truncation=True, max_length=128)
+    start = time.perf_counter()
+    results = pipe(sentences, batch_size=args.batch_size, truncation=True, max_length=128)
+    with open(os.devnull, "w") as out:
+        for line, scores in enumerate(results, 2):
+            best = max(scores, key=lambda s: s["score"])
+            out.write(json.dumps({"line": line, "label": best["label"],
+                                  "probabilities": {s["label"]: s["score"] for s in scores}}) + "\n")
+    return {"rows": len(results), "seconds": time.perf_counter() - start}
+
+
+def worker_ours_train(args):
+    """Updates/s of the fine-tuning step run_finetuning.py runs, on SST-2 training batches."""
+    import dataclasses
+
+    import keras
+    import numpy as np
+
+    configure_tensorflow(args.threads)
+    from configs.finetuning_config import FinetuningConfig
+    from finetune.loop import build_optimizer, task_batches
+    from finetune.model import FinetuningModel, make_head
+    from finetune.pretrained import build_encoder, read_model_folder
+    from finetune.registry import get_task
+    from finetune.tf_trainer import TFTrainer
+
+    pretrained = read_model_folder(pathlib.Path(args.folder))
+    task = get_task("sst")
+    config = FinetuningConfig.create({"length_bucketing": True, "bucket_pool_batches": args.pool_batches},
+                                     pretrained.recipe_size, ["sst"])
+    config = dataclasses.replace(config, train_batch_size=32)
+    features = task.featurize(task.read(pathlib.Path(args.shared) / "glue", "train"), pretrained.tokenizer(), config,
+                              training=True)
+    keras.utils.set_random_seed(args.seed)
+    encoder = build_encoder(pretrained.model_config)
+    model = FinetuningModel(encoder, {"sst": make_head(task, encoder.hidden_size, config)})
+    trainer = TFTrainer(model, [task], build_optimizer(config, 10000, encoder.num_layers), config)
+    batches = []
+    rng = np.random.default_rng(args.seed)
+    while len(batches) < args.warmup_steps + args.steps:
+        batches += list(task_batches(task, features, config, rng, training=True))
+    batches = batches[:args.warmup_steps + args.steps]
+    for batch in batches[:args.warmup_steps]:
+        trainer.step(task, batch).numpy()
+    start = time.perf_counter()
+    for batch in batches[args.warmup_steps:]:
+        trainer.step(task, batch).numpy()
+    seconds = time.perf_counter() - start
+    return {"steps": args.steps, "seconds": seconds,
+            "mean_length": float(np.mean([b["input_ids"].shape[1] for b in batches[args.warmup_steps:]]))}
+
+
+def worker_hf_train(args):
+    """Updates/s of transformers' Trainer with dynamic padding (DataCollatorWithPadding), batch 32."""
+    import torch
+    from transformers import (AutoModelForSequenceClassification, AutoTokenizer, DataCollatorWithPadding, Trainer,
+                              TrainerCallback, TrainingArguments)
+    from transformers.utils import logging
+
+    logging.set_verbosity_error()
+    torch.set_num_threads(args.threads)
+    torch.set_num_interop_threads(args.threads)
+    lines = (pathlib.Path(args.shared) / "glue" / "SST-2" / "train.tsv").read_text(encoding="utf-8").splitlines()
+    header = lines[0].split("\t")
+    rows = [line.split("\t") for line in lines[1:] if line.strip()]
+    tokenizer = AutoTokenizer.from_pretrained(args.hf)
+    encoded = tokenizer([row[header.index("sentence")] for row in rows], truncation=True, max_length=128)
+    label = header.index("label")
+    dataset = [{"input_ids": ids, "token_type_ids": types, "attention_mask": mask, "labels": int(row[label])}
+               for ids, types, mask, row in zip(encoded["input_ids"], encoded["token_type_ids"],
+                                                encoded["attention_mask"], rows)]
+    model = AutoModelForSequenceClassification.from_pretrained(args.hf, num_labels=2)
+    times, lengths = [], []
+
+    class Clock(TrainerCallback):
+        def on_step_end(self, *unused, **kwargs):
+            times.append(time.perf_counter())
+
+    collator = DataCollatorWithPadding(tokenizer)
+
+    def collate(features):
+        batch = collator(features)
+        lengths.append(batch["input_ids"].shape[1])
+        return batch
+
+    training = TrainingArguments(
+        output_dir=str(pathlib.Path(args.work) / "hf_trainer"), per_device_train_batch_size=32,
+        max_steps=args.warmup_steps + args.steps, learning_rate=3e-4, use_cpu=True, report_to=[],
+        save_strategy="no", logging_strategy="no", disable_tqdm=True, dataloader_num_workers=0, seed=args.seed,
+        train_sampling_strategy="group_by_length" if args.group_by_length else "random")
+    Trainer(model=model, args=training, train_dataset=dataset, data_collator=collate, callbacks=[Clock()]).train()
+    timed = times[args.warmup_steps - 1:]  # from the end of the last warm-up update
+    return {"steps": len(timed) - 1, "seconds": timed[-1] - timed[0],
+            "mean_length": float(sum(lengths[args.warmup_steps:]) / max(1, len(lengths[args.warmup_steps:])))}
+
+
+WORKERS = {"ours-predict": worker_ours_predict, "hf-predict": worker_hf_predict,
+           "ours-train": worker_ours_train, "hf-train": worker_hf_train}
+
+
+def spawn(name, args, **extra):
+    """Runs one worker in a fresh process (its own thread pools); returns its RESULT JSON."""
+    values = {"threads": args.threads, "shared": args.shared, "work": args.work, "folder": args.folder,
+              "finetuned": args.finetuned, "hf": args.hf, "steps": args.train_steps,
+              "warmup_steps": args.warmup_steps, **extra}
+    command = [sys.executable, "-m", "bench.predict_vs_hf", "--worker", name, "--worker-args", json.dumps(values)]
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", KERAS_BACKEND="tensorflow", OMP_NUM_THREADS=str(args.threads),
+               PYTHONPATH=str(REPO))
+    completed = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True)
+    lines = [line for line in completed.stdout.splitlines() if line.startswith("RESULT ")]
+    if completed.returncode or not lines:
+        sys.exit(f"[{name} {extra}] failed (rc {completed.returncode}):\n{completed.stderr[-3000:]}")
+    return json.loads(lines[-1][len("RESULT "):])
+
+
+# ------------------------------------------------------------------------------------------------ the run
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--work-dir", type=pathlib.Path, default=REPO / "runs" / "bench_predict")
+    parser.add_argument("--batch-size", type=int, default=64, help="ours: inference.predict's --batch-size")
+    parser.add_argument("--hf-batch-sizes", default="1,8,32,64,128")
+    parser.add_argument("--train-steps", type=int, default=30, help="timed fine-tuning updates per measurement")
+    parser.add_argument("--warmup-steps", type=int, default=3)
+    parser.add_argument("--finetune-steps", type=int, default=10, help="steps of the fine-tuning that prepares ours")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=os.cpu_count())
+    parser.add_argument("--skip", default="", help="comma-separated: predict, train")
+    parser.add_argument("--worker", choices=sorted(WORKERS), help=argparse.SUPPRESS)
+    parser.add_argument("--worker-args", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.worker:
+        values = argparse.Namespace(**json.loads(args.worker_args))
+        print("RESULT " + json.dumps(WORKERS[args.worker](values)), flush=True)
+        return None
+
+    from bench.build_speed import shared_data
+    from training.cpu_features import read_cpu_features
+
+    shared = shared_data().resolve()
+    work = args.work_dir.resolve()
+    work.mkdir(parents=True, exist_ok=True)
+    from importlib.metadata import version
+
+    print(f"CPU: {read_cpu_features().describe()}; {os.cpu_count()} cores; threads {args.threads}")
+    print(f"load average before: {' '.join(f'{v:.2f}' for v in os.getloadavg())}; tensorflow "
+          f"{version('tensorflow')}, torch {version('torch')}, transformers {version('transformers')}", flush=True)
+    started = time.time()
+    folder, finetuned, hf = prepare(work, shared, args.finetune_steps)
+    paths = (shared, work, folder, finetuned, hf)
+    args.shared, args.work, args.folder, args.finetuned, args.hf = (str(path) for path in paths)
+    print(f"prepared in {time.time() - started:.0f} s: {finetuned} and its Hugging Face export {hf} "
+          "(random initial weights, a few fine-tuning steps: a speed benchmark)", flush=True)
+    skip = set(filter(None, args.skip.split(",")))
+    table = {}
+    if "predict" not in skip:
+        table["predict"] = predictions(args)
+    if "train" not in skip:
+        table["train"] = updates(args)
+    print(f"load average after: {' '.join(f'{v:.2f}' for v in os.getloadavg())}; {time.time() - started:.0f} s "
+          "in all", flush=True)
+    return table
+
+
+def predictions(args):
+    sizes = [int(size) for size in args.hf_batch_sizes.split(",")]
+    rates = {"ours": []} | {size: [] for size in sizes}
+    for repeat in range(args.repeats):
+        result = spawn("ours-predict", args, batch_size=args.batch_size)
+        rates["ours"].append(result["rows"] / result["seconds"])
+        for size in sizes:
+            result = spawn("hf-predict", args, batch_size=size)
+            rates[size].append(result["rows"] / result["seconds"])
+        print(f"  predictions, repeat {repeat + 1}: ours {rates['ours'][-1]:.1f} rows/s; Hugging Face "
+              + ", ".join(f"batch {size} {rates[size][-1]:.1f}" for size in sizes), flush=True)
+    medians = {key: statistics.median(values) for key, values in rates.items()}
+    best = max(sizes, key=lambda size: medians[size])
+    print(f"\nPredictions on the {872} SST-2 dev sentences (rows/s, median of {args.repeats}):")
+    print(f"  ours, python -m inference.predict --batch-size {args.batch_size}: {medians['ours']:.1f} "
+          f"({', '.join(f'{r:.1f}' for r in rates['ours'])})")
+    for size in sizes:
+        print(f"  Hugging Face pipeline, batch_size {size}: {medians[size]:.1f} "
+              f"({', '.join(f'{r:.1f}' for r in rates[size])})" + ("  <- best" if size == best else ""))
+    print(f"  ours / Hugging Face's best: {medians['ours'] / medians[best]:.2f}x", flush=True)
+    return {"rates": {str(k): v for k, v in rates.items()}, "best_hf_batch": best,
+            "ratio": medians["ours"] / medians[best]}
+
+
+TRAIN_SETTINGS = (("ours, bucketed (pools of 50)", "ours-train", {"pool_batches": 50}),
+                  ("ours, random batches padded to their longest", "ours-train", {"pool_batches": 1}),
+                  ("Hugging Face Trainer, DataCollatorWithPadding", "hf-train", {"group_by_length": False}),
+                  ("Hugging Face Trainer, DataCollatorWithPadding + train_sampling_strategy group_by_length",
+                   "hf-train", {"group_by_length": True}))
+
+
+def updates(args):
+    rates = {label: [] for label, _, _ in TRAIN_SETTINGS}
+    lengths = {label: [] for label, _, _ in TRAIN_SETTINGS}
+    for repeat in range(args.repeats):
+        for label, worker, extra in TRAIN_SETTINGS:
+            result = spawn(worker, args, seed=repeat, **extra)
+            rates[label].append(result["steps"] / result["seconds"])
+            lengths[label].append(result["mean_length"])
+        print(f"  fine-tuning, repeat {repeat + 1}: " + "; ".join(f"{label} {rates[label][-1]:.2f}"
+                                                                  for label in rates), flush=True)
+    medians = {label: statistics.median(values) for label, values in rates.items()}
+    print(f"\nFine-tuning on SST-2's training set, batch 32 (updates/s, median of {args.repeats}; mean padded length):")
+    for label in rates:
+        print(f"  {label}: {medians[label]:.2f} ({', '.join(f'{r:.2f}' for r in rates[label])}); "
+              f"length {statistics.mean(lengths[label]):.1f}")
+    ours, random_ours, hf, hf_grouped = (medians[label] for label, _, _ in TRAIN_SETTINGS)
+    print(f"  ours bucketed / Hugging Face dynamic padding: {ours / hf:.2f}x")
+    print(f"  ours random batches / Hugging Face dynamic padding (the same padding): {random_ours / hf:.2f}x")
+    print(f"  ours bucketed / Hugging Face group_by_length (both length-grouped): {ours / hf_grouped:.2f}x", flush=True)
+    return {"rates": rates, "lengths": lengths}
+
+
+if __name__ == "__main__":
+    main()
