@@ -296,3 +296,29 @@ def test_the_command_in_its_own_process(model_dir):
     assert bad.returncode == 2 and bad.stdout == ""
     assert bad.stderr.splitlines() == ["error: stdin line 3: no field 'sentence2'; fix the row or pass "
                                        "--skip-malformed to skip such rows"]
+
+
+def test_rows_keep_their_lines_and_name_what_is_wrong(tmp_path):
+    """The reader alone (no model): a quoted CSV field over two lines, bytes that are not UTF-8, a quote
+    left open, gzipped JSON lines with word lists, and the format guessed from a first line."""
+    from inference import rows
+
+    def read(path, fmt, role="single", fields=None):
+        with rows.open_text(path) as handle:
+            return [(item.line, item.texts if isinstance(item, rows.Row) else item.reason)
+                    for item in rows.read_rows(handle, fmt, fields, role, str(path))]
+
+    path = tmp_path / "rows.csv"
+    path.write_bytes(b'\xef\xbb\xbftext,label\r\n"two\r\nlines",1\r\n"caf\xe9",0\r\nplain,1\r\n"open,1\r\n')
+    assert read(path, "csv") == [(2, ("two\r\nlines",)), (4, "not UTF-8 text"), (5, ("plain",)),
+                                 (6, "not a CSV row (unexpected end of data)")]
+    path = tmp_path / "rows.jsonl.gz"
+    with gzip.open(path, "wt", encoding="utf-8") as handle:
+        handle.write('{"tokens": ["He", "reckons"]}\n\n{"tokens": "the current account"}\n{"tokens": []}\n')
+    assert read(path, "jsonl", "words") == [(1, (["He", "reckons"],)), (3, (["the", "current", "account"],)),
+                                            (4, "field 'tokens' holds no word")]
+    assert rows.input_format(path, "", None, "words") == "jsonl"
+    assert rows.input_format(None, "sentence1\tsentence2\tlabel\n", None, "pair") == "tsv"
+    assert rows.input_format(None, "id,question,context\n", None, "qa") == "csv"
+    assert rows.input_format(None, "a plain sentence, with a comma\n", None, "single") == "text"
+    assert rows.input_format(None, '{"text": "x"}\n', None, "single") == "jsonl"
