@@ -1,6 +1,8 @@
 """What the checkpoint tests share: a micro model folder with moved weights and its weights by TF1 name,
 the one-line exit-2 check of a command line, and the SST-2 batch and tolerances of the parity tests.
 (The 60-token vocabulary of the micro folders is conftest.py's `tokenizer` fixture.)"""
+import pathlib
+
 import numpy as np
 import pytest
 
@@ -71,3 +73,17 @@ def max_diff(ours, theirs, mask):
     ours, theirs = np.asarray(ours), np.asarray(theirs)
     selected = mask.astype(bool)
     return float(np.max(np.abs(ours[selected] - theirs[selected])))
+
+
+def micro_model_folder(data_dir, vocab_file, step, name="tiny"):
+    """<data_dir>/models/<name>/: a micro pretrained model (2 layers, the given vocabulary: BERT's in the
+    real-data tier) written as run_pretraining.py writes one (storage.model_folder), at checkpoint `step`."""
+    from configs.pretraining_config import PretrainingConfig
+    from pretrain.builder import build_pretrainer
+    from storage.model_folder import write_model_folder
+    from tests.helpers import MICRO_MODEL
+
+    config = PretrainingConfig.create({"model_size": "electra_tiny", "model_hparam_overrides": MICRO_MODEL,
+                                       "model_name": name})
+    folder = pathlib.Path(data_dir) / "models" / name
+    return write_model_folder(folder, config, build_pretrainer(config), vocab_file, step=step)

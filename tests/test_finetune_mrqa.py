@@ -393,23 +393,10 @@ def test_first_answer_scores_100_and_the_first_span_nearly(mrqa_examples):
 def newsqa_root(tmp_path_factory, mrqa_files, bert_vocab_file):
     """A tiny pretrained model folder with BERT's vocabulary, and NewsQA's first 12 dev contexts as
     finetuning_data/newsqa/train.jsonl, the next 4 as dev.jsonl."""
-    import tensorflow as tf
-
-    from configs.pretraining_config import PretrainingConfig
-    from pretrain.builder import build_pretrainer
-    from tests.helpers import MICRO_MODEL
-    from storage.model_folder import model_trackable
+    from tests.checkpoint_fixtures import micro_model_folder
 
     root = tmp_path_factory.mktemp("mrqa_run")
-    folder = root / "models" / "tiny"
-    folder.mkdir(parents=True)
-    config = PretrainingConfig.create({"model_size": "electra_tiny", "model_hparam_overrides": MICRO_MODEL,
-                                       "model_name": "tiny"})
-    config.save(folder / "config.json")
-    shutil.copyfile(bert_vocab_file, folder / "vocab.txt")
-    manager = tf.train.CheckpointManager(tf.train.Checkpoint(model=model_trackable(build_pretrainer(config))),
-                                         str(folder), max_to_keep=1, checkpoint_name="ckpt")
-    manager.save(checkpoint_number=1)
+    micro_model_folder(root, bert_vocab_file, step=1)
     records = raw_records(mrqa_files["NewsQA"], limit=16)
     write_mrqa(root / "finetuning_data" / "newsqa" / "train.jsonl", records[:12])
     write_mrqa(root / "finetuning_data" / "newsqa" / "dev.jsonl", records[12:])

@@ -9,21 +9,18 @@ import shutil
 
 import numpy as np
 import pytest
-import tensorflow as tf
 
 import run_finetuning
 from configs.finetuning_config import FinetuningConfig
 from configs.model_config import ModelConfig
-from configs.pretraining_config import PretrainingConfig
 from finetune.loop import build_optimizer
 from finetune.model import FinetuningModel, make_head
 from finetune.pretrained import build_encoder
 from finetune.saved import load_finetuned_model
 from finetune.registry import get_task
-from pretrain.builder import build_pretrainer
 from tests.helpers import MICRO_MODEL
 from tests.finetune_fixtures import write_diagnostic, write_mnli
-from storage.model_folder import model_trackable
+from tests.checkpoint_fixtures import micro_model_folder
 
 QUICK = {"max_train_steps": 4, "iterations_per_loop": 2, "eval_batch_size": 128}
 
@@ -33,16 +30,7 @@ def data_dir(tmp_path_factory, shared_data, bert_vocab_file):
     """A pretrained-model folder as run_pretraining.py writes it (config.json, vocab.txt, ckpt-N) for a
     2-layer model with BERT's vocabulary, and the shared GLUE tasks linked under finetuning_data/."""
     root = tmp_path_factory.mktemp("electra_data")
-    folder = root / "models" / "tiny"
-    folder.mkdir(parents=True)
-    config = PretrainingConfig.create({"model_size": "electra_tiny", "model_hparam_overrides": MICRO_MODEL,
-                                       "model_name": "tiny"})
-    config.save(folder / "config.json")
-    shutil.copyfile(bert_vocab_file, folder / "vocab.txt")
-    pretrainer = build_pretrainer(config)
-    manager = tf.train.CheckpointManager(tf.train.Checkpoint(model=model_trackable(pretrainer)), str(folder),
-                                         max_to_keep=1, checkpoint_name="ckpt")
-    manager.save(checkpoint_number=3)
+    micro_model_folder(root, bert_vocab_file, step=3)
     (root / "finetuning_data").mkdir()
     (root / "finetuning_data" / "RTE").symlink_to(shared_data / "glue" / "RTE")
     return root

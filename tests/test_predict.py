@@ -15,14 +15,10 @@ import time
 
 import numpy as np
 import pytest
-import tensorflow as tf
 
 import run_finetuning
-from configs.pretraining_config import PretrainingConfig
 from inference import predict
-from pretrain.builder import build_pretrainer
-from storage.model_folder import model_trackable
-from tests.helpers import MICRO_MODEL
+from tests.checkpoint_fixtures import micro_model_folder
 
 QUICK = {"max_train_steps": 3, "iterations_per_loop": 3, "eval_batch_size": 64}
 
@@ -46,15 +42,7 @@ def model_dir(tmp_path_factory, shared_data, bert_vocab_file):
     """A micro pretrained model (BERT's vocabulary) fine-tuned 3 steps on SST-2, STS-B and chunking (one
     multi-task run) and 2 on SQuAD 1.1, on small slices of the shared data."""
     root = tmp_path_factory.mktemp("electra_data")
-    folder = root / "models" / "tiny"
-    folder.mkdir(parents=True)
-    config = PretrainingConfig.create({"model_size": "electra_tiny", "model_hparam_overrides": MICRO_MODEL,
-                                       "model_name": "tiny"})
-    config.save(folder / "config.json")
-    shutil.copyfile(bert_vocab_file, folder / "vocab.txt")
-    manager = tf.train.CheckpointManager(tf.train.Checkpoint(model=model_trackable(build_pretrainer(config))),
-                                         str(folder), max_to_keep=1, checkpoint_name="ckpt")
-    manager.save(checkpoint_number=3)
+    folder = micro_model_folder(root, bert_vocab_file, step=3)
     data = root / "finetuning_data"
     for task, glue_name in (("sst", "SST-2"), ("sts", "STS-B")):
         glue_subset(shared_data / "glue" / glue_name / "train.tsv", data / task / "train.tsv", 64)
