@@ -30,7 +30,7 @@ from studies.rtd_vs_mlm.plan import ARMS, CONTROL, Plan, pretraining_hparams
 from studies.rtd_vs_mlm.stages import REPO, add_timing, log
 from common.errors import InputError
 from storage import model_folder
-from training_jax.export import read_examples, save_examples
+from training_jax import fit
 from training_jax.weights import pretrainer_with_weights, read_weights, shard_name, write_shards
 
 EVALS_PER_RUN = 30  # held-out evaluations along each device run (the curves' resolution)
@@ -38,9 +38,6 @@ DEVICE_LOG_EVERY = 100
 FINETUNE_DIR = "finetune_tasks"  # in the export: the tasks' featurised arrays
 PIECE_MINUTES = 8.5  # one accelerator command is at most 10 minutes here: a piece, its start and its copies
 RUNS = "runs"  # on the accelerator, beside the export: <export>/runs/<arm>/, <export>/runs/finetune/<model>/
-# Fine-tuning updates per second of electra_small at batch 32 on one H100 under JAX: an assumption until
-# a device run measures it (the durations printed at export use it, and say so).
-ASSUMED_FINETUNE_UPDATES_PER_SECOND = 60.0
 # The 15-minute plan: two calls back to back on one warm machine (docs/jax_gpu.md).
 CALL_MINUTES = (9.0, 3.0)
 PRETRAIN_RESERVE_MINUTES = 1.0  # call 1: the wheels before, the collect and the summary after the pretraining
@@ -85,29 +82,17 @@ def export_for_device(plan, out_dir, finetune_tasks=True, minutes=None, shown_as
     compact arrays, the fine-tuning tasks as arrays, and the study's plan (study.json, last). The printed
     commands name the folder `shown_as` (as the user gave it: relative to the repository's root, it is the
     same path in the accelerator's copy of the repository)."""
-    from training import run_config
-    from training_jax import pretrain as pretrain_jax
+    from training_jax import export as jax_export
 
     out_dir.mkdir(parents=True, exist_ok=True)
-    study = {"log_every": DEVICE_LOG_EVERY, "eval_every": {}, "arms": {}, "plan": plan_record(plan),
-             "call_minutes": list(minutes or CALL_MINUTES)}
     resolved = {arm: resolved_config(plan, arm) for arm in ARMS}
-    for arm, (config, _, _) in resolved.items():
-        config.save(out_dir / f"config_{arm}.json")
-        study["arms"][arm] = arm_entry(plan, arm, config, f"config_{arm}.json")
-        study["eval_every"][arm] = max(1, config.num_train_steps // EVALS_PER_RUN)
-    # Both arms read the same dataset, held-out shards and evaluation size.
-    config, dataset_dir, metadata = resolved["electra"]
-    train_files, eval_files = run_config.split_shards(config, dataset_dir, metadata)
-    eval_count = config.eval_batch_size * config.num_eval_steps
-    for name, files, limit in ((pretrain_jax.TRAIN_ARRAYS, train_files, None),
-                               (pretrain_jax.EVAL_ARRAYS, eval_files, eval_count)):
-        save_examples(out_dir / name, read_examples(dataset_dir, metadata, files, limit), f"{len(files)} shard(s)")
-    study["eval_examples"] = eval_count
-    study["fit"] = fit_record(plan)
+    config, dataset_dir, metadata = resolved["electra"]  # both arms read the same dataset and held-out shards
+    eval_count = jax_export.export_examples(out_dir, config, dataset_dir, metadata)
+    extra = {"plan": plan_record(plan), "call_minutes": list(minutes or CALL_MINUTES), "fit": fit_record(plan)}
     if finetune_tasks:
-        study["finetune_updates"] = export_finetune_tasks(plan, config, out_dir / FINETUNE_DIR)
-    (out_dir / pretrain_jax.STUDY_FILE).write_text(json.dumps(study, indent=2))
+        extra["finetune_updates"] = export_finetune_tasks(plan, config, out_dir / FINETUNE_DIR)
+    study = jax_export.write_study(out_dir, {arm: (arm_config, plan.checkpoint_steps(arm))
+                                             for arm, (arm_config, _, _) in resolved.items()}, eval_count, extra)
     log(f"wrote {out_dir}")
     if wheels:
         fetch_wheels(wheels_dir or REPO / WHEELS_DIR)
@@ -290,8 +275,6 @@ def steps_that_fit(plan, measured, minutes):
 
 def last_step(study_dir, study, arm):
     """The arm's last checkpoint step as it trains (sized on the accelerator, or as exported)."""
-    from training_jax import fit
-
     return fit.arm_entry(study_dir, study, arm)["checkpoint_steps"][-1]
 
 
@@ -370,7 +353,7 @@ def run_jobs(study_dir, study, pending, seeds, deadline, parallel):
     env = dict(os.environ, KERAS_BACKEND="jax", XLA_PYTHON_CLIENT_MEM_FRACTION=f"{0.9 / parallel:.2f}",
                JAX_COMPILATION_CACHE_DIR=str(study_dir / RUNS / "jax_cache"))
     hparams = finetune_hparams(study["plan"]["finetune_max_steps"])
-    config_file = study_dir / fit_entry(study_dir, study, "electra")["config_file"]
+    config_file = study_dir / fit.arm_entry(study_dir, study, "electra")["config_file"]
     while pending or running:
         for entry in list(running):
             process, (model, _, task), began, log_file = entry
@@ -403,12 +386,6 @@ def run_jobs(study_dir, study, pending, seeds, deadline, parallel):
             break
         time.sleep(0.5)
     return True
-
-
-def fit_entry(study_dir, study, arm):
-    from training_jax import fit
-
-    return fit.arm_entry(study_dir, study, arm)
 
 
 def measure_throughput(study_dir, study, deadline, steps=30):
@@ -455,7 +432,6 @@ def collect_from_device(study_dir, out, part="pretraining"):
 def run_record(study_dir, study):
     """plan.json: the exported study, each arm's sized entry and how its run stands (done, stopped at a step,
     or failed with its log's last line), the fine-tuning jobs' states, the throughput when measured."""
-    from training_jax import fit
     from training_jax.pretrain import read_metrics
 
     arms = {}
