@@ -95,6 +95,19 @@ def run_script_under_jax(script, repo_root, timeout=300):
     return json.loads(lines[-1][len("RESULTS"):])
 
 
+def export_tiny_run(tmp_path, steps=12, checkpoints=2):
+    """A 1-layer micro model (it compiles fastest under JAX) on a tiny dataset, exported by the product's
+    training_jax.export as the arm "electra": the export folder."""
+    from training_jax.export import export_pretraining
+
+    build_tiny_dataset(tmp_path / "data", max_seq_length=32, num_shards=2)
+    hparams = {"model_size": "electra_small", "model_hparam_overrides": {**MICRO_MODEL, "num_layers": 1},
+               "train_batch_size": 4, "eval_batch_size": 4, "num_eval_steps": 2, "num_train_steps": steps,
+               "num_warmup_steps": steps // 10 or 1, "learning_rate": 5e-4, "do_eval": True}
+    export_pretraining("electra", json.dumps(hparams), tmp_path / "data", tmp_path / "export", checkpoints)
+    return tmp_path / "export"
+
+
 # ---------------------------------------------------------------- an AVX2-only CPU's /proc/cpuinfo (no VNNI/AMX)
 ZEN3 = """processor\t: 0
 vendor_id\t: AuthenticAMD

@@ -7,22 +7,10 @@ import textwrap
 import numpy as np
 import pytest
 
-from tests.helpers import MICRO_MODEL, build_tiny_dataset, run_script_under_jax
+from tests.helpers import export_tiny_run, run_script_under_jax
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 
-
-def export_tiny_run(tmp_path, steps=12, checkpoints=2):
-    """A 1-layer micro model (it compiles fastest under JAX) on a tiny dataset, exported by the product's
-    training_jax.export as the arm "electra": the export folder."""
-    from training_jax.export import export_pretraining
-
-    build_tiny_dataset(tmp_path / "data", max_seq_length=32, num_shards=2)
-    hparams = {"model_size": "electra_small", "model_hparam_overrides": {**MICRO_MODEL, "num_layers": 1},
-               "train_batch_size": 4, "eval_batch_size": 4, "num_eval_steps": 2, "num_train_steps": steps,
-               "num_warmup_steps": steps // 10 or 1, "learning_rate": 5e-4, "do_eval": True}
-    export_pretraining("electra", json.dumps(hparams), tmp_path / "data", tmp_path / "export", checkpoints)
-    return tmp_path / "export"
 
 PIECES_SCRIPT = textwrap.dedent('''
     import contextlib, io, json, sys

@@ -44,14 +44,15 @@ def units_that_fit(rates, steps_per_unit, seconds, multiple):
     return max(0, int(seconds / per_unit) // multiple * multiple)
 
 
-def sized_fields(steps, budgets, warmup_fraction, evals):
+def sized_fields(steps, budgets, warmup_fraction, evals, block_steps=1):
     """The config fields and the run's checkpoint and evaluation steps for a `steps`-step run with
-    `budgets` evenly spaced checkpoints (the study's rule: studies/rtd_vs_mlm/plan.py pretraining_hparams)."""
+    `budgets` evenly spaced checkpoints (the study's rule: studies/rtd_vs_mlm/plan.py pretraining_hparams);
+    evaluations every a multiple of `block_steps` (the updates per dispatch), so that they end blocks."""
     every = steps // budgets
     return {"config": {"num_train_steps": steps, "num_warmup_steps": warmup_steps(steps, warmup_fraction),
                        "save_checkpoints_steps": every, "eval_every_steps": every, "extra_checkpoint_steps": ()},
             "checkpoint_steps": [every * (k + 1) for k in range(budgets)],
-            "eval_every": max(1, steps // evals)}
+            "eval_every": max(block_steps, steps // evals // block_steps * block_steps)}
 
 
 def fit_block(study, study_dir):
@@ -110,13 +111,15 @@ def size_run(run, started, fit_minutes, measure_steps):
     evals = block["evals"] + block["budgets"] + 1
     seconds = (end - start - RESERVE_SECONDS - evals * max(r["eval_seconds"] for r in records)) * SPEED_MARGIN
     rates = {r["arm"]: r["steps_per_second"] for r in records}
-    fitting = units_that_fit(rates, block["steps_per_unit"], seconds, block["budgets"])
+    # Checkpoints fall on block boundaries when the steps are a multiple of budgets × updates per dispatch.
+    multiple = block["budgets"] * run.block_steps
+    fitting = units_that_fit(rates, block["steps_per_unit"], seconds, multiple)
     units = min(fitting, block.get("max_units") or fitting)
     if units < block["budgets"]:
         raise InputError(f"--fit-minutes {fit_minutes:g}: {max(0.0, seconds):.0f} s are left after compiling, "
                          f"too few for {block['budgets']} step(s) at {rate:.2f} steps/s; give more minutes")
-    steps = arm_steps(units, block["steps_per_unit"][arm], block["budgets"])
-    fields = sized_fields(steps, block["budgets"], block["warmup_fraction"], block["evals"])
+    steps = arm_steps(units, block["steps_per_unit"][arm], multiple if units >= multiple else block["budgets"])
+    fields = sized_fields(steps, block["budgets"], block["warmup_fraction"], block["evals"], run.block_steps)
     entry = {"config_file": f"config_{arm}_sized.json", "num_train_steps": steps, "units": units,
              "checkpoint_steps": fields["checkpoint_steps"], "eval_every": fields["eval_every"],
              "measured": {r["arm"]: {k: round(v, 3) for k, v in r.items() if k in (

@@ -80,9 +80,11 @@ def add_stats(a, b):
 
 
 def make_functions(model, optimizer):
-    """(train, evaluate, zero_stats): train (jitted) gathers its batch by index from the device-resident
-    examples and adds the step's metric statistics to a running sum (no host round trip per step);
-    zero_stats(state, examples, batch_size) is that sum's starting value."""
+    """(train, evaluate, zero_stats): train (jitted) runs a block of updates, one per row of its [K, batch]
+    indices, gathering each batch from the device-resident examples and adding each step's metric
+    statistics to a running sum: one dispatch and one host transfer (the indices) per K steps instead of
+    per step. K = 1 is the plain update; K > 1 scans it (lax.scan), which computes the same updates bit
+    for bit (tests/test_jax_step_blocks.py). zero_stats(state, examples, batch_size) is the sum's start."""
     import jax
     import keras
 
@@ -92,13 +94,24 @@ def make_functions(model, optimizer):
     step_fn = make_step_fn(model, optimizer)
     trainable_vars, non_trainable_vars = model.trainable_variables, model.non_trainable_variables
 
-    def train(state, stats_sum, examples, indices, schedule_steps):
+    def one_step(state, stats_sum, examples, indices, schedule_steps):
         # [T, W] of the schedule are inputs, not constants: a run sized after compiling keeps its program
         if sized_schedule is not None:
             sized_schedule.steps = schedule_steps
         batch = {key: value[indices] for key, value in examples.items()}
         state, loss, stats = step_fn(state, batch)
         return state, add_stats(stats_sum, stats), loss
+
+    def train(state, stats_sum, examples, block_indices, schedule_steps):
+        if block_indices.shape[0] == 1:
+            return one_step(state, stats_sum, examples, block_indices[0], schedule_steps)
+
+        def body(carry, indices):
+            state, stats_sum, loss = one_step(*carry, examples, indices, schedule_steps)
+            return (state, stats_sum), loss
+
+        (state, stats_sum), losses = jax.lax.scan(body, (state, stats_sum), block_indices)
+        return state, stats_sum, losses[-1]
 
     def evaluate(trainable, non_trainable, batch):
         mapping = list(zip(trainable_vars, trainable)) + list(zip(non_trainable_vars, non_trainable))
@@ -113,6 +126,14 @@ def make_functions(model, optimizer):
         return jax.tree_util.tree_map(lambda s: jax.numpy.zeros(s.shape, s.dtype), shapes)
 
     return jax.jit(train, donate_argnums=(0, 1)), jax.jit(evaluate), zero_stats
+
+
+def default_block_steps(platform, log_every, most=32):
+    """Updates per dispatch: 1 on the CPU (no launch overhead worth a second program), else the largest
+    divisor of the log window up to `most`, so that log windows end on block boundaries."""
+    if platform == "cpu":
+        return 1
+    return max(k for k in range(1, most + 1) if log_every % k == 0)
 
 
 class Batches:
@@ -195,6 +216,7 @@ class Run:
                              ][:config.num_eval_steps]
         self.log(f"{self.num_train} training examples, {len(self.eval_batches)} held-out batches of {size}")
         self.train, self.evaluate, zero_stats = make_functions(self.model, self.optimizer)
+        self.block_steps = args.steps_per_dispatch or default_block_steps(self.device.platform, self.log_every)
         # Everything committed to the device up front: the jitted functions' outputs are, and inputs placed
         # otherwise would make the second call compile again (seen: the compile time twice over).
         self.state = jax.device_put(([v.value for v in self.model.trainable_variables],
@@ -218,11 +240,25 @@ class Run:
         steps = np.array([self.config.num_train_steps, self.config.num_warmup_steps], "float32")
         self.schedule_steps = jax.device_put(steps, self.device)
 
-    def train_step(self, state, stats_sum):
+    def train_steps(self, state, stats_sum, count=None):
+        """`count` updates (default one block) in one dispatch; the batch indices are its one transfer."""
         import jax
+        import numpy as np
 
-        indices = jax.device_put(self.batches.next(), self.device)
+        count = count or self.block_steps
+        indices = jax.device_put(np.stack([self.batches.next() for _ in range(count)]), self.device)
         return self.train(state, stats_sum, self.train_examples, indices, self.schedule_steps)
+
+    def next_block(self, total):
+        """Updates in the next dispatch: a whole block, or single steps where a log window, an evaluation,
+        a checkpoint, a pause or the end comes sooner (so that each happens at its exact step)."""
+        step = self.step
+        events = [total, (step // self.log_every + 1) * self.log_every,
+                  (step // self.eval_every + 1) * self.eval_every]
+        events += [s for s in self.checkpoint_steps if s > step]
+        if self.args.pause_at_step > step:
+            events.append(self.args.pause_at_step)
+        return self.block_steps if min(events) - step >= self.block_steps else 1
 
     def log(self, message):
         print(f"[{time.strftime('%H:%M:%S')}] {self.args.arm}: {message}", flush=True)
@@ -287,10 +323,10 @@ class Run:
         import keras
         import numpy as np
 
-        args, config = self.args, self.config
+        args = self.args
         args.out.mkdir(parents=True, exist_ok=True)
         self.resume()
-        total = config.num_train_steps
+        total = self.config.num_train_steps
         if self.step >= total:
             self.log(f"done already (step {self.step}); delete {self.state_dir} and {args.out} to train again")
             return DONE
@@ -309,8 +345,9 @@ class Run:
         if args.fit_minutes and not limit:
             limit = args.fit_minutes * 60 + fit.RESERVE_SECONDS  # the sized run ends before; this is the hard stop
         while self.step < total:
-            self.state, self.stats_sum, loss = self.train_step(self.state, self.stats_sum)
-            self.step += 1
+            count = self.next_block(total)
+            self.state, self.stats_sum, loss = self.train_steps(self.state, self.stats_sum, count)
+            self.step += count
             step = self.step
             if compile_seconds is None:
                 loss.block_until_ready()
@@ -318,6 +355,7 @@ class Run:
                 self.log(f"first step (compile + run) {compile_seconds:.1f} s")
                 timed_start, timed_from = time.monotonic(), step
                 window_start, window_from = timed_start, step
+                self.log(f"{self.block_steps} update(s) per dispatch")
             if step % self.log_every == 0 or step == total:
                 values = self.model.finalize_metrics(jax.device_get(self.stats_sum))
                 self.stats_sum = jax.tree_util.tree_map(jax.numpy.zeros_like, self.stats_sum)
@@ -355,14 +393,14 @@ class Run:
         wall = self.wall_before + time.monotonic() - start
         timed = time.monotonic() - timed_start if timed_start else 0.0
         self.write_metrics({
-            "split": "run", "arm": args.arm, "config": config.to_dict(),
+            "split": "run", "arm": args.arm, "config": self.config.to_dict(),  # as sized, not as exported
             "device": f"{self.device.platform} {self.device.device_kind}", "jax": jax.__version__,
             "keras": keras.__version__, "num_train_steps": total,
             "checkpoint_steps": self.checkpoint_steps, "wall_clock_seconds": round(wall, 1),
             "compile_seconds": round(compile_seconds or 0.0, 1),
             "steps_per_second": round((total - timed_from) / timed, 2) if timed else None,
             "weights_dtype": args.weights_dtype, "train_examples": self.num_train,
-            "eval_examples": len(self.eval_batches) * config.eval_batch_size})
+            "eval_examples": len(self.eval_batches) * self.config.eval_batch_size})
         self.save(wall)  # the finished state, run record included: a rerun says "done" instead of training
         self.log(f"done: {total} steps, {wall:.0f} s of training over all pieces")
         return DONE
@@ -370,14 +408,15 @@ class Run:
     def measure(self, steps):
         """(steps/s, seconds of the first step: compile and run) of the update, on this run's initial state,
         which it consumes: a Run that measured does not train."""
-        start, loss = time.monotonic(), None
-        for index in range(steps + 1):
-            if index == 1:
-                loss.block_until_ready()
-                compiled = time.monotonic()
-            self.state, self.stats_sum, loss = self.train_step(self.state, self.stats_sum)
+        start = time.monotonic()
+        self.state, self.stats_sum, loss = self.train_steps(self.state, self.stats_sum)
         loss.block_until_ready()
-        return steps / (time.monotonic() - compiled), compiled - start
+        compiled = time.monotonic()
+        blocks = max(1, -(-steps // self.block_steps))
+        for _ in range(blocks):
+            self.state, self.stats_sum, loss = self.train_steps(self.state, self.stats_sum)
+        loss.block_until_ready()
+        return blocks * self.block_steps / (time.monotonic() - compiled), compiled - start
 
     # ------------------------------------------------------------ --fit-minutes (training_jax.fit)
     def compile_and_time_evaluation(self):
@@ -388,7 +427,7 @@ class Run:
         copy = lambda tree: jax.tree_util.tree_map(lambda x: jax.numpy.array(x, copy=True), tree)  # noqa: E731
         start = time.monotonic()
         self.trial = (copy(self.state), copy(self.stats_sum))
-        self.trial = self.train_step(*self.trial)[:2]
+        self.trial = self.train_steps(*self.trial)[:2]
         jax.block_until_ready(self.trial)
         compiled = time.monotonic()
         self.evaluate_held_out()  # its compile
@@ -400,13 +439,14 @@ class Run:
         """steps/s of the update on the trial copy (then dropped); the batches start over afterwards."""
         import jax
 
-        for index in range(warm + steps):
-            if index == warm:
+        warm_blocks, blocks = (max(1, -(-n // self.block_steps)) for n in (warm, steps))
+        for index in range(warm_blocks + blocks):
+            if index == warm_blocks:
                 jax.block_until_ready(self.trial)
                 start = time.monotonic()
-            self.trial = self.train_step(*self.trial)[:2]
+            self.trial = self.train_steps(*self.trial)[:2]
         jax.block_until_ready(self.trial)
-        rate = steps / (time.monotonic() - start)
+        rate = blocks * self.block_steps / (time.monotonic() - start)
         self.trial = None
         self.batches = Batches(self.num_train, self.config.train_batch_size, self.config.seed)
         return rate
@@ -475,6 +515,9 @@ def parse_args(argv=None):
                              "saved, this many minutes after the process started (training_jax/fit.py; the "
                              "study's \"fit\" block says with which arms it shares the device)")
     parser.add_argument("--measure-steps", type=int, default=50, help="--fit-minutes: the steps it times")
+    parser.add_argument("--steps-per-dispatch", type=int, default=0, metavar="K",
+                        help="updates run by one dispatch of the compiled step (lax.scan; the same updates bit for "
+                             "bit); 0: 1 on the CPU, else the largest divisor of the log window up to 32")
     parser.add_argument("--measure", type=int, default=0, metavar="STEPS",
                         help="train nothing: time this many updates of the arm's config on its initial state and "
                              "write <out>/throughput.json")
