@@ -99,10 +99,22 @@ class SelfAttention(keras.layers.Layer):
         batch, seq = ops.shape(x)[0], ops.shape(x)[1]
         return ops.reshape(x, (batch, seq, self.num_heads, self.head_size))
 
+    def project_qkv(self, hidden):
+        """(query, key, value) [batch, seq, hidden] from ONE matmul with the three kernels side by side.
+
+        The same numbers as the three Dense layers (each output column is the same dot product; within
+        float32 rounding where a matmul kernel blocks a wider product differently), a third of the
+        launches. The variables stay the TF1 checkpoint's query/key/value."""
+        dtype = self.compute_dtype
+        kernel = ops.concatenate([ops.cast(dense.kernel, dtype) for dense in (self.query, self.key, self.value)],
+                                 axis=-1)
+        bias = ops.concatenate([ops.cast(dense.bias, dtype) for dense in (self.query, self.key, self.value)])
+        projected = ops.add(ops.matmul(ops.cast(hidden, dtype), kernel), bias)
+        size = self.hidden_size
+        return projected[..., :size], projected[..., size:2 * size], projected[..., 2 * size:]
+
     def call(self, hidden, input_mask, training=False, use_fused=None):
-        query = self._split_heads(self.query(hidden))
-        key = self._split_heads(self.key(hidden))
-        value = self._split_heads(self.value(hidden))
+        query, key, value = (self._split_heads(x) for x in self.project_qkv(hidden))
         mask = attention_mask(input_mask, self.causal)
         scale = 1.0 / math.sqrt(self.head_size)
         if use_fused is None:

@@ -1,4 +1,5 @@
 """Sampling fakes from the generator and building the discriminator's input, as the original did."""
+import keras
 from keras import ops
 from keras import random
 
@@ -10,9 +11,12 @@ DISALLOW_PENALTY = 1000.0  # the original subtracts 1000 from the disallowed log
 def argmax_last_axis(values):
     """argmax over the last axis (the first of equal maxima), as int32.
 
-    Through top_k: the same index as ops.argmax, about 3× faster on TensorFlow's CPU kernels, where
-    Keras' argmax adds a negative-zero fix-up pass over the whole [batch, n, vocabulary] tensor.
+    Under TensorFlow through top_k: the same index as ops.argmax, about 3× faster on its CPU kernels, where
+    Keras' argmax adds a negative-zero fix-up pass over the whole [batch, n, vocabulary] tensor. Elsewhere
+    ops.argmax: one reduction, where XLA on a GPU sorts for a top_k.
     """
+    if keras.backend.backend() != "tensorflow":
+        return ops.cast(ops.argmax(values, axis=-1), "int32")
     return ops.cast(ops.top_k(values, 1)[1][..., 0], "int32")
 
 
