@@ -570,3 +570,28 @@ def test_module_imports_only_keras_numpy_and_stdlib():
                 imported.add(node.module or "")
     imported = {name.split(".")[0] for name in imported - {f"model.{m}" for m in OPTIMIZATION_MODULES}}
     assert imported <= {"keras", "numpy", "re", "typing", "__future__"}, imported
+
+
+@pytest.mark.parametrize("clip_norm", [100.0, 0.5])  # never clipping; clipping every step
+def test_fused_update_equals_the_per_variable_one(clip_norm):
+    """AdamWeightDecay(fused=True), the flat update the JAX path uses: the same variables and slots, bit for bit
+    while the norm does not clip, within float32 rounding of the norm when it does."""
+    rng = np.random.default_rng(0)
+    paths = (QUERY_KERNEL, QUERY_BIAS, LN_GAMMA, "electra/encoder/layer_1/output/dense/kernel")
+    shapes = ((4, 3), (3,), (3,), (2, 5))
+    initial = [rng.normal(size=shape) for shape in shapes]
+    grads = [[rng.normal(size=shape) for shape in shapes] for _ in range(3)]
+    results = []
+    for fused in (False, True):
+        variables = [make_variable(path, value) for path, value in zip(paths, initial)]
+        opt = optimizers.AdamWeightDecay(learning_rate=0.1, weight_decay_rate=0.3, global_clipnorm=clip_norm,
+                                         lr_multipliers={paths[3]: 0.25}, fused=fused)
+        run_steps(opt, variables, grads)
+        results.append(values(variables) + values(opt.variables[2:]))  # the slots, after iterations and lr
+        assert optimizers.AdamWeightDecay.from_config(opt.get_config()).fused is fused
+    for per_variable, fused in zip(*results):
+        if clip_norm == 100.0:
+            np.testing.assert_array_equal(fused, per_variable)
+        else:
+            np.testing.assert_allclose(fused, per_variable, rtol=1e-6, atol=1e-7)
+    assert not np.allclose(results[0][0], initial[0])
