@@ -19,6 +19,9 @@ one per distinct longest example. The extra positions are masked, so outputs cha
 `mixed_batches` draws training batches from several tasks' features together (the original's
 multi-task batches): random, not length-sorted, each row with its task id and each task's own inputs
 under "<task>/<name>"; `task_view` gives one task's inputs of such a batch.
+
+`grow_rows` pads a batch with copies of its first row up to a fixed number of rows, so that a compiler
+that specialises on shapes sees one batch size; the copies get weight 0 (EXAMPLE_WEIGHT) in the loss.
 """
 from typing import Dict, Iterator, List, Optional
 
@@ -79,6 +82,20 @@ def iterate_batches(sequences: Dict[str, List[np.ndarray]], scalars: Dict[str, n
             batch[name] = values[indices]
         batch["index"] = np.asarray(indices)
         yield batch
+
+
+EXAMPLE_WEIGHT = "example_weight"  # 1 for a batch's real rows, 0 for the copies grow_rows adds
+
+
+def grow_rows(inputs: Dict[str, np.ndarray], rows: int) -> Dict[str, np.ndarray]:
+    """`inputs` with `rows` rows: the missing ones are copies of the first (real inputs, so every value
+    computed on them is finite, and a weight of 0 removes them exactly) plus EXAMPLE_WEIGHT (1.0 on the
+    real rows, 0.0 on the copies)."""
+    present = len(next(iter(inputs.values())))
+    take = np.concatenate([np.arange(present), np.zeros(max(rows - present, 0), np.int64)])
+    grown = {key: value[take] if present < rows else value for key, value in inputs.items()}
+    grown[EXAMPLE_WEIGHT] = (np.arange(len(take)) < present).astype(np.float32)
+    return grown
 
 
 # ---------------------------------------------------------------- several tasks in one batch

@@ -18,7 +18,8 @@ import numpy as np
 
 from data.progress import ProgressLine
 from finetune import batches as batches_lib
-from finetune.losses import mixed_loss, task_loss
+from finetune.batches import EXAMPLE_WEIGHT
+from finetune.losses import example_losses, mixed_example_losses, mixed_loss, task_loss
 from finetune.tasks import SPAN
 from model.optimizers import create_optimizer
 
@@ -82,11 +83,19 @@ class BaseTrainer:
 
     def batch_loss(self, task, inputs):
         """The loss of one training batch, the model called in training mode: a task's batch through its
-        head (`loss`), or a mixed batch through every head (mixed_loss). Both backends' steps call this."""
-        if isinstance(task, MixedTasks):
-            outputs = self.model(inputs, task_name=None, training=True)
-            return mixed_loss(task.tasks, outputs, inputs, self.config.answerable_weight, self.config.loss_reduction)
-        return self.loss(task, self.model(inputs, task_name=task.name, training=True), inputs)
+        head (`loss`), or a mixed batch through every head (mixed_loss). Both backends' steps call this.
+        A batch with EXAMPLE_WEIGHT (rows added by batches.grow_rows) counts only its weighted rows:
+        `weighted_loss`, the same sum or mean as the batch without the added rows."""
+        mixed = isinstance(task, MixedTasks)
+        outputs = _in_float32(self.model(inputs, task_name=None if mixed else task.name, training=True))
+        config = self.config
+        if EXAMPLE_WEIGHT in inputs:
+            losses = (mixed_example_losses(task.tasks, outputs, inputs, config.answerable_weight) if mixed
+                      else example_losses(task, outputs, inputs, config.answerable_weight))
+            return weighted_loss(losses, inputs[EXAMPLE_WEIGHT], config.loss_reduction)
+        if mixed:
+            return mixed_loss(task.tasks, outputs, inputs, config.answerable_weight, config.loss_reduction)
+        return self.loss(task, outputs, inputs)
 
     def trained_variables(self, task):
         """The encoder and this task's head: other heads get no gradient from this task's batches. A mixed
@@ -186,6 +195,20 @@ class BaseTrainer:
         if isinstance(collected[0], dict):
             return {key: _concatenate([c[key] for c in collected])[order] for key in collected[0]}
         return _concatenate(collected)[order]
+
+
+def weighted_loss(losses, weights, reduction="sum"):
+    """The loss of the rows whose weight is 1 (the others weigh 0): their sum, or their mean (divided by
+    the weights' sum, the number of real rows, not by the padded batch size)."""
+    total = keras.ops.sum(losses * keras.ops.cast(weights, losses.dtype))
+    return total if reduction == "sum" else total / keras.ops.sum(keras.ops.cast(weights, losses.dtype))
+
+
+def _in_float32(outputs):
+    """The heads' outputs as float32 (bf16 fine-tuning computes its losses in float32); float32 unchanged."""
+    return keras.tree.map_structure(
+        lambda value: value if keras.backend.standardize_dtype(value.dtype) == "float32"
+        else keras.ops.cast(value, "float32"), outputs)
 
 
 def _num_batches(count, batch_size):

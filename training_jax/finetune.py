@@ -29,9 +29,12 @@ cache (OUT/.jax_cache, or $JAX_COMPILATION_CACHE_DIR), so later trials and tasks
 do not compile again. Fine-tuned models are not saved (that needs TensorFlow's SavedModel).
 """
 import argparse
+import dataclasses
+import functools
 import json
 import os
 import pathlib
+import re
 import time
 
 os.environ.setdefault("KERAS_BACKEND", "jax")  # before Keras is imported: this module is the JAX side only
@@ -41,11 +44,14 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
 from common.errors import InputError, exit_on_input_error  # noqa: E402
-from finetune.loop import BaseTrainer, model_inputs  # noqa: E402
+from finetune.batches import grow_rows  # noqa: E402
+from finetune.loop import BaseTrainer, MixedTasks, model_inputs  # noqa: E402
 from training_jax.arrays import read_weights  # noqa: E402
+from training_jax.step import with_sized_schedule  # noqa: E402
 
 DEFAULT_PAD_TO_MULTIPLE = 32
 COMPILATION_CACHE = ".jax_cache"  # in --out unless JAX_COMPILATION_CACHE_DIR names one (parallel runs can share)
+PROGRAMS = {}  # the process's compiled steps, {program_key: jitted function}: every JaxTrainer's by default
 
 
 class JaxTrainer(BaseTrainer):
@@ -53,14 +59,31 @@ class JaxTrainer(BaseTrainer):
     updated by one jitted step per task (and one for batches that mix the tasks); written back to the
     Keras variables when training ends.
 
-    jax.jit compiles once per input shape: pad_to_multiple keeps the lengths few, and prediction pads
-    its last, smaller batch with empty rows to eval_batch_size. The last training batch of an epoch is
-    smaller too and is compiled once more per length (padding its rows would change the loss's sum)."""
+    Few programs for many trials, tasks and models (each new shape or constant is a compile):
+    - `programs` ({key: jitted function}, default the process's PROGRAMS): a step is shared by every
+      trainer whose program would be the same (program_key: the layers, variables, optimizer rules,
+      loss and head kind, not the task's name), so a later trial, model or task of the same head kind
+      reuses it; None gives this trainer programs of its own (as before).
+    - `fixed_shapes`: the smaller last training batch of an epoch is grown to train_batch_size with
+      copies of its first row that weigh 0 in the loss (batches.grow_rows, loop.weighted_loss), so one
+      train program per length; its loss and gradients are the unpadded batch's (dropout's random bits
+      of a row do not depend on the batch size under JAX's partitionable threefry). Prediction always
+      grows its last batch to eval_batch_size.
+    - `sized_steps`: the schedule's T and W are the step's inputs (training_jax.step.SizedSchedule), not
+      constants, so tasks and trials of other lengths share the program.
+    The defaults compute what the per-trainer programs computed, within float32 rounding.
+    `timings`: a list that gets {"updates", "seconds"} of each `train` call (its compiles included)."""
 
-    def __init__(self, model, tasks, optimizer, config):
+    def __init__(self, model, tasks, optimizer, config, programs=PROGRAMS, fixed_shapes=True, sized_steps=True,
+                 timings=None):
         super().__init__(model, tasks, optimizer, config)
-        self._state = None
-        self._train_steps, self._predict_steps = {}, {}
+        self._state, self.timings = None, timings
+        self.programs = {} if programs is None else programs
+        self.fixed_shapes = fixed_shapes
+        schedule = optimizer._learning_rate
+        self._sized = with_sized_schedule(optimizer) if sized_steps else None
+        self._schedule_steps = jax.numpy.asarray(
+            [getattr(schedule, "num_train_steps", 0), getattr(schedule, "num_warmup_steps", 0)], "float32")
         self._donate = (0,) if jax.default_backend() != "cpu" else ()  # the CPU cannot reuse buffers
 
     @property
@@ -72,55 +95,102 @@ class JaxTrainer(BaseTrainer):
                 self.model.trainable_variables, self.model.non_trainable_variables, self.optimizer.variables))
         return self._state
 
-    def _train_fn(self, task):
-        if task.name not in self._train_steps:
-            model, optimizer = self.model, self.optimizer
-            trainable_vars, non_trainable_vars = model.trainable_variables, model.non_trainable_variables
+    def program_key(self, purpose, task):
+        """What a traced step depends on, the task's name aside: equal keys, the same program."""
+        model = self.model
+        head_names = [head.name for head in model.heads.values()]
+        mixed = isinstance(task, MixedTasks)
+        key = [type(self), purpose, tuple(t.kind for t in task.tasks) if mixed else task.kind,
+               None if mixed else list(model.heads).index(task.name),
+               _variables_key(model.trainable_variables, head_names),
+               _variables_key(model.non_trainable_variables, head_names),
+               tuple(_layer_key(layer) for layer in model._flatten_layers(include_self=False))]
+        if purpose == "train":
+            optimizer, config = self.optimizer, self.config
+            settings = {k: v for k, v in optimizer.get_config().items() if k not in ("name", "learning_rate")}
+            schedule = optimizer._learning_rate
+            schedule = getattr(schedule, "schedule", schedule)
+            schedule_config = schedule.get_config() if hasattr(schedule, "get_config") else schedule
+            if self._sized is not None:
+                schedule_config = {k: v for k, v in schedule_config.items()
+                                   if k not in ("num_train_steps", "num_warmup_steps")}
             trained = {id(v) for v in self.trained_variables(task)}
-            has_gradient = [id(v) in trained for v in trainable_vars]
+            key += [type(optimizer), sorted(settings.items()), type(schedule), schedule_config,
+                    getattr(optimizer, "_variable_decays", None), getattr(optimizer, "_variable_lr_multipliers", None),
+                    tuple(id(v) in trained for v in model.trainable_variables),
+                    config.answerable_weight, config.loss_reduction, self._sized is not None]
+        return repr(key)
 
-            def loss_and_updates(trainable, non_trainable, inputs):
-                mapping = list(zip(trainable_vars, trainable)) + list(zip(non_trainable_vars, non_trainable))
-                with keras.StatelessScope(state_mapping=mapping) as scope:
-                    loss = self.batch_loss(task, inputs)
-                return loss, [scope.get_current_value(v) for v in non_trainable_vars]  # dropout seeds
+    def _program(self, purpose, task, build):
+        key = self.program_key(purpose, task)
+        if key not in self.programs:
+            self.programs[key] = build()
+        return self.programs[key]
 
-            gradient_fn = jax.value_and_grad(loss_and_updates, has_aux=True)
+    def _train_fn(self, task):
+        return self._program("train", task, lambda: self._build_train_fn(task))
 
-            def update(state, inputs):
-                trainable, non_trainable, optimizer_values = state
-                (loss, non_trainable), gradients = gradient_fn(trainable, non_trainable, inputs)
-                # Other heads get None, as under TensorFlow: the optimizer leaves them and their slots be.
-                gradients = [g if kept else None for g, kept in zip(gradients, has_gradient)]
+    def _build_train_fn(self, task):
+        model, optimizer, sized = self.model, self.optimizer, self._sized
+        trainable_vars, non_trainable_vars = model.trainable_variables, model.non_trainable_variables
+        trained = {id(v) for v in self.trained_variables(task)}
+        has_gradient = [id(v) in trained for v in trainable_vars]
+
+        def loss_and_updates(trainable, non_trainable, inputs):
+            mapping = list(zip(trainable_vars, trainable)) + list(zip(non_trainable_vars, non_trainable))
+            with keras.StatelessScope(state_mapping=mapping) as scope:
+                loss = self.batch_loss(task, inputs)
+            return loss, [scope.get_current_value(v) for v in non_trainable_vars]  # dropout seeds
+
+        gradient_fn = jax.value_and_grad(loss_and_updates, has_aux=True)
+
+        def update(state, inputs, schedule_steps):
+            trainable, non_trainable, optimizer_values = state
+            (loss, non_trainable), gradients = gradient_fn(trainable, non_trainable, inputs)
+            # Other heads get None, as under TensorFlow: the optimizer leaves them and their slots be.
+            gradients = [g if kept else None for g, kept in zip(gradients, has_gradient)]
+            if sized is not None:
+                sized.steps = schedule_steps  # [T, W] traced: not compiled in
+            try:
                 trainable, optimizer_values = optimizer.stateless_apply(optimizer_values, gradients, trainable)
-                return (trainable, non_trainable, optimizer_values), loss
+            finally:
+                if sized is not None:
+                    sized.steps = None  # the tracer must not outlive the trace
+            return (trainable, non_trainable, optimizer_values), loss
 
-            self._train_steps[task.name] = jax.jit(update, donate_argnums=self._donate)
-        return self._train_steps[task.name]
+        return jax.jit(update, donate_argnums=self._donate)
 
     def _predict_fn(self, task):
-        if task.name not in self._predict_steps:
+        def build():
             def forward(trainable, non_trainable, inputs):
                 outputs, _ = self.model.stateless_call(trainable, non_trainable, inputs, task_name=task.name,
                                                        training=False)
                 return outputs
 
-            self._predict_steps[task.name] = jax.jit(forward)
-        return self._predict_steps[task.name]
+            return jax.jit(forward)
+
+        return self._program("predict", task, build)
+
+    def train(self, train_features, num_steps, seed, reporter=None, label=""):
+        start = time.monotonic()
+        last_mean = super().train(train_features, num_steps, seed, reporter, label)  # it waits for the last loss
+        if self.timings is not None:
+            self.timings.append({"updates": num_steps, "seconds": time.monotonic() - start})
+        return last_mean
 
     def step(self, task, batch):
-        self._state, loss = self._train_fn(task)(self.state, model_inputs(batch))
+        inputs = model_inputs(batch)
+        if self.fixed_shapes:
+            inputs = grow_rows(inputs, self.config.train_batch_size)
+        self._state, loss = self._train_fn(task)(self.state, inputs, self._schedule_steps)
         return loss
 
     def predict_batch(self, task, batch):
-        inputs = model_inputs(batch)
         rows = len(batch["index"])
-        missing = self.config.eval_batch_size - rows
-        if missing > 0:
-            inputs = {k: np.concatenate([v, np.zeros((missing, *v.shape[1:]), v.dtype)]) for k, v in inputs.items()}
+        inputs = grow_rows(model_inputs(batch), self.config.eval_batch_size)
         trainable, non_trainable, _ = self.state
         outputs = self._predict_fn(task)(trainable, non_trainable, inputs)
-        return keras.tree.map_structure(lambda value: value[:rows], outputs)
+        return keras.tree.map_structure(lambda value: np.asarray(value)[:rows], outputs)  # no slicing program
 
     def current_learning_rate(self):
         with keras.StatelessScope(state_mapping=list(zip(self.optimizer.variables, self.state[2]))):
@@ -140,6 +210,26 @@ def _copies(variables):
     return [jax.numpy.array(v.value, copy=True) for v in variables]
 
 
+def _variables_key(variables, head_names):
+    """Each variable's path (heads by their position, not their task's name; the numbers Keras gives
+    each new model's dropout seeds left out), shape and dtype."""
+    def generic(path):
+        for number, name in enumerate(head_names):
+            path = path.replace(f"/{name}/", f"/<head {number}>/")
+        return re.sub(r"seed_generator_\d+", "seed_generator", path)
+
+    return tuple((generic(v.path), tuple(v.shape), str(v.dtype)) for v in variables)
+
+
+def _layer_key(layer):
+    """A layer's class and settings (dropout rates, sizes, dtype policy), its own name left out."""
+    try:
+        config = layer.get_config()
+    except NotImplementedError:
+        config = {k: v for k, v in vars(layer).items() if isinstance(v, (bool, int, float, str, type(None)))}
+    return type(layer), sorted((k, repr(v)) for k, v in config.items() if k not in ("name", "_name"))
+
+
 # ---------------------------------------------------------------- weights from arrays
 def assign_by_path(model, weights, files):
     """Sets every weight of `model` from `weights` ({path: (array, file)}), cast to its dtype."""
@@ -157,10 +247,11 @@ def assign_by_path(model, weights, files):
         variable.assign(value.astype(variable.dtype))
 
 
-def encoder_loader(pretraining_config, files):
+def encoder_loader(pretraining_config, files, dtype=None):
     """load_encoder(pretrained) for TrialRunner: the encoder with the arrays' weights. With no files,
-    one encoder randomly initialised from the pretraining config's seed, the same in every trial."""
-    from finetune.pretrained import build_encoder, restored_encoder
+    one encoder randomly initialised from the pretraining config's seed, the same in every trial.
+    `dtype`: its Keras dtype policy (None: fine-tuning's float32; "mixed_bfloat16" for --bf16)."""
+    from finetune.pretrained import FINETUNING_DTYPE, build_encoder, restored_encoder
 
     model_config = pretraining_config.model_config()
     gdes = bool(files) and pretraining_config.electra_objective and pretraining_config.gdes_embeddings
@@ -170,7 +261,7 @@ def encoder_loader(pretraining_config, files):
         keras.utils.set_random_seed(pretraining_config.seed)
         weights = {v.path: (np.asarray(v.value), "random") for v in build_encoder(model_config).weights}
     restore = lambda model: assign_by_path(model, weights, files)  # noqa: E731
-    return lambda pretrained: restored_encoder(model_config, gdes, restore)
+    return lambda pretrained: restored_encoder(model_config, gdes, restore, dtype or FINETUNING_DTYPE)
 
 
 def pretrained_record(config_path, pretraining_config, files):
@@ -193,14 +284,58 @@ def parse_args(argv=None):
                         help="the folder python -m finetune.arrays wrote (tasks.json and <task>.npz)")
     parser.add_argument("--config", type=pathlib.Path, required=True,
                         help="the pretraining config.json of the weights (model size, vocabulary size, seed)")
-    parser.add_argument("--weights", nargs="+", required=True,
-                        help="weights .npz files ({variable path: array}), or none for a random encoder")
-    parser.add_argument("--out", type=pathlib.Path, required=True)
+    parser.add_argument("--weights", nargs="+", required=True, action="append",
+                        help="one model: its weights .npz files ({variable path: array}), or none for a random "
+                             "encoder; repeat --weights for more models in this process")
+    parser.add_argument("--out", type=pathlib.Path, nargs="+", required=True,
+                        help="the results folder, one per --weights in the same order")
     parser.add_argument("--tasks", default="", help="tasks separated by commas (default: every exported task)")
     parser.add_argument("--seeds", type=int, default=None, help="trials per task, seeds seed, seed+1, … "
                                                                 "(default 1; same as hparams num_trials)")
     parser.add_argument("--hparams", default="", help="FinetuningConfig overrides, JSON inline or a .json file")
+    parser.add_argument("--bf16", action="store_true",
+                        help="compute in bfloat16 (mixed_bfloat16: float32 weights and losses); off by default, "
+                             "the original fine-tunes in float32")
+    parser.add_argument("--stats", type=pathlib.Path, default=None,
+                        help="write a JSON of this run's updates, training seconds and compiles per job")
+    before = parser.add_argument_group("what the code did before (for python -m bench.finetune_jax_speed)")
+    before.add_argument("--no-fixed-shapes", action="store_true",
+                        help="train the smaller last batch of an epoch at its own size (a program of its own)")
+    before.add_argument("--no-shared-programs", action="store_true",
+                        help="compile every trial's steps anew instead of reusing the process's programs")
+    before.add_argument("--no-sized-steps", action="store_true",
+                        help="compile the schedule's step counts into the step instead of passing them")
     return parser.parse_args(argv)
+
+
+@dataclasses.dataclass
+class ModelRun:
+    """One model of the run: its weights files ([] for the random control) and results folder."""
+    files: list
+    out: pathlib.Path
+    load_encoder: object = None
+    pretrained: object = None
+
+
+def model_runs(args):
+    """ModelRun per --weights, paired with --out; InputError when the counts differ."""
+    if len(args.out) != len(args.weights):
+        raise InputError(f"--out: {len(args.out)} folder(s) for {len(args.weights)} --weights; give one results "
+                         "folder per --weights, in the same order")
+    if len(set(args.out)) != len(args.out):
+        raise InputError("--out: a folder named twice; give every model its own results folder")
+    return [ModelRun([] if [w.lower() for w in weights] == ["none"] else [pathlib.Path(w) for w in weights], out)
+            for weights, out in zip(args.weights, args.out)]
+
+
+def job_order(models, task_data, configs):
+    """(model, task number) pairs, the fewest updates first (a run cut off has finished the short ones),
+    then in --tasks and --weights order."""
+    from finetune.loop import count_steps
+
+    updates = [count_steps([d.train["count"]], c) * c.num_trials for d, c in zip(task_data, configs)]
+    jobs = [(updates[t], t, m) for t in range(len(task_data)) for m in range(len(models))]
+    return [(models[m], t, n) for n, t, m in sorted(jobs)]
 
 
 @exit_on_input_error
@@ -213,19 +348,21 @@ def main(argv=None):
     from configs.pretraining_config import PretrainingConfig
     from data.progress import format_duration
     from finetune import arrays
-    from finetune.loop import count_steps
     from finetune.trials import TrialRunner, results_table
+    from training_jax.compiles import CompileCount
 
+    started = time.monotonic()
+    compiles = CompileCount()
     if keras.backend.backend() != "jax":
         raise InputError(f"KERAS_BACKEND is {keras.backend.backend()}; run with KERAS_BACKEND=jax")
+    models = model_runs(args)
     if not jax.config.jax_compilation_cache_dir:
-        # Every trial builds a new model, hence new jitted functions: the same programs, compiled once
-        # here and read back after (measured on the CPU: 2.2 s → 0.4 s per trial for the tiny model).
-        jax.config.update("jax_compilation_cache_dir", str(args.out / COMPILATION_CACHE))
+        # A later process (a rerun, or another run of the same shapes) reads the programs back instead
+        # of compiling them; within this process the shared programs (JaxTrainer) compile each once.
+        jax.config.update("jax_compilation_cache_dir", str(models[0].out / COMPILATION_CACHE))
     if not args.config.is_file():
         raise InputError(f"{args.config}: no such file; pass the config.json of the pretraining run")
     pretraining = PretrainingConfig.load(args.config)
-    files = [] if [w.lower() for w in args.weights] == ["none"] else [pathlib.Path(w) for w in args.weights]
     hparams = parse_hparams(args.hparams)
     if args.seeds is not None:
         if args.seeds < 1:
@@ -238,35 +375,54 @@ def main(argv=None):
     names = [name for name in args.tasks.split(",") if name.strip()] or None
     task_data = arrays.load_task_data(args.tasks_dir, names)
     configs = [arrays.task_config(args.tasks_dir, d.task.name, pretraining, hparams) for d in task_data]
-    load_encoder = encoder_loader(pretraining, files)
-    pretrained = pretrained_record(args.config, pretraining, files)
+    dtype = "mixed_bfloat16" if args.bf16 else None
+    for model in models:
+        model.load_encoder = encoder_loader(pretraining, model.files, dtype)
+        model.pretrained = pretrained_record(args.config, pretraining, model.files)
+    timings = []
+    trainer = functools.partial(JaxTrainer, programs=None if args.no_shared_programs else PROGRAMS,
+                                fixed_shapes=not args.no_fixed_shapes, sized_steps=not args.no_sized_steps,
+                                timings=timings)
     device = jax.devices()[0]
     log = lambda message: print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)  # noqa: E731
     log(f"device {device.platform} {device.device_kind}; jax {jax.__version__}, keras {keras.__version__}; "
-        f"weights {pretrained.checkpoint}; tasks {', '.join(d.task.name for d in task_data)}")
-    steps = [count_steps([d.train["count"]], c) * c.num_trials for d, c in zip(task_data, configs)]
-    done_steps, train_seconds = 0, 0.0
-    for number, (data, config) in enumerate(zip(task_data, configs)):
-        runner = TrialRunner(pretrained, config, [data], args.out, say=log, trainer_class=JaxTrainer,
-                             load_encoder=load_encoder, results_dir=args.out)
-        name = data.task.name
+        f"{len(models)} model(s): {'; '.join(m.pretrained.checkpoint for m in models)}; tasks "
+        f"{', '.join(d.task.name for d in task_data)}{'; bfloat16' if args.bf16 else ''}")
+    jobs = job_order(models, task_data, configs)
+    steps_left = sum(steps for _, _, steps in jobs)
+    done_steps, train_seconds, records = 0, 0.0, []
+    for number, (model, task_number, steps) in enumerate(jobs):
+        data, config = task_data[task_number], configs[task_number]
+        steps_left -= steps
+        runner = TrialRunner(model.pretrained, config, [data], model.out, say=log, trainer_class=trainer,
+                             load_encoder=model.load_encoder, results_dir=model.out)
+        name, where = data.task.name, f"{model.out}: {data.task.name}"
         if _complete(runner.results_path(data.task), config.num_trials):
-            log(f"{name}: complete in {runner.results_path(data.task)}, skipped")
-            steps[number] = 0
+            log(f"{where}: complete in {runner.results_path(data.task)}, skipped")
             continue
-        log(f"{name}: lr {config.learning_rate:g}, layer-wise decay {config.layerwise_lr_decay:g}, "
+        log(f"{where}: lr {config.learning_rate:g}, layer-wise decay {config.layerwise_lr_decay:g}, "
             f"{config.num_train_epochs:g} epochs, batch {config.train_batch_size}: {runner.num_steps} steps "
             f"per trial, {config.num_trials} trial(s)")
-        start = time.monotonic()
+        start, first_timing, job_compiles = time.monotonic(), len(timings), CompileCount()
         all_trials = runner.run(resume=True)  # a task cut off between trials continues
-        train_seconds += time.monotonic() - start
-        done_steps += steps[number]
-        rate = done_steps / train_seconds
-        remaining = sum(steps[number + 1:])
-        log(f"{name}: done, {steps[number] / (time.monotonic() - start):.1f} steps/s with evaluation; "
-            f"{number + 1}/{len(task_data)} tasks, ETA {format_duration(remaining / rate)}\n"
+        seconds = time.monotonic() - start
+        train_seconds += seconds
+        done_steps += steps
+        trained = timings[first_timing:]
+        records.append({"model": str(model.out), "task": name, "updates": sum(t["updates"] for t in trained),
+                        "train_seconds": sum(t["seconds"] for t in trained), "seconds": seconds,
+                        "compiles": job_compiles.compiles, "compiled": job_compiles.names})
+        log(f"{where}: done, {steps / seconds:.1f} steps/s with evaluation; {number + 1}/{len(jobs)} jobs, "
+            f"ETA {format_duration(steps_left * train_seconds / done_steps)}; {compiles.compiles} compiles so far\n"
             + results_table(all_trials, [data]))
-    return args.out
+    if args.stats is not None:
+        from common import atomic
+
+        atomic.write_json(args.stats, {
+            "device": f"{device.platform} {device.device_kind}", "jobs": records,
+            "compiles": compiles.compiles, "compile_seconds": compiles.compile_seconds, "traces": compiles.traces,
+            "seconds": time.monotonic() - started})
+    return models[0].out if len(models) == 1 else [model.out for model in models]
 
 
 def _complete(path, num_trials):

@@ -1,0 +1,210 @@
+"""JAX fine-tuning speed, side by side in one run: the way before issue 33 against one process for all.
+
+    python -m bench.finetune_jax_speed                       # CPU: electra_tiny, synthetic GLUE-shaped tasks
+    python -m bench.finetune_jax_speed --model-size electra_small --tasks-dir TASKS   # GPU: the exported tasks
+
+Before: one `python -m training_jax.finetune` process per (model, task) job, as the RTD-vs-MLM study ran
+them on the H200 (here one after another), with --no-fixed-shapes --no-shared-programs --no-sized-steps
+(each trial compiles its own steps, the last batch of an epoch its own shape, the schedule's step counts
+compiled in). After: one process for every model and task with the defaults (shared programs, fixed
+shapes, step counts as inputs). Both start from an empty compilation cache. Printed per way: wall time
+(process start-ups, compiles and evaluation included), updates/s per model in its training loops,
+compiles (jax.monitoring, all processes), and the ratio. `measure(...)` returns the same as a dict.
+
+The models: --models - 1 weights files of randomly initialised encoders (different seeds) and the random
+control (`--weights none`); speed does not depend on what the weights learned. Without --tasks-dir, the
+five GLUE tasks' train and dev sizes times --scale, with random token ids, lengths and labels.
+"""
+import argparse
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+GLUE_SIZES = {"cola": (8551, 1043), "sst": (67349, 872), "mrpc": (3668, 408), "sts": (5749, 1500),
+              "rte": (2490, 277)}  # train, dev examples
+SYNTHETIC_VOCAB = 1000
+BEFORE_FLAGS = ["--no-fixed-shapes", "--no-shared-programs", "--no-sized-steps"]
+
+
+def synthetic_tasks(folder, scale=0.02, tasks=tuple(GLUE_SIZES), vocab_size=SYNTHETIC_VOCAB, max_seq_length=128,
+                    seed=0, sizes=None):
+    """Exports GLUE-shaped tasks (train and dev counts × scale, at least 8 each, or `sizes` {task: (train,
+    dev)}) with random ids, lengths and labels to `folder`, as python -m finetune.arrays would."""
+    from finetune.arrays import save_task_data
+    from finetune.registry import get_task
+    from finetune.tasks import Example
+    from finetune.trials import TaskData
+
+    rng = np.random.default_rng(seed)
+
+    def features(task, count, with_examples):
+        lengths = rng.integers(8, max_seq_length + 1, count)
+        ids = [rng.integers(5, vocab_size, n).astype(np.int32) for n in lengths]
+        segments = [(np.arange(n) >= n // 2).astype(np.int32) for n in lengths]
+        labels = (list(rng.choice(task.labels, count)) if task.labels
+                  else list(rng.uniform(*task.score_range, count).round(2)))
+        examples = [Example(str(i), "", None, label) for i, label in enumerate(labels)]
+        made = {"sequences": {"input_ids": ids, "segment_ids": segments},
+                "scalars": {"labels": task.targets(examples)}, "count": count}
+        return {**made, "examples": examples} if with_examples else made
+
+    data = []
+    sizes = sizes or {name: tuple(max(8, int(size * scale)) for size in GLUE_SIZES[name]) for name in tasks}
+    for name, (train, dev) in sizes.items():
+        task = get_task(name)
+        data.append(TaskData(task, features(task, train, False), {"": features(task, dev, True)}, {}, {}))
+    save_task_data(data, folder, {"max_seq_length": max_seq_length, "double_unordered": False,
+                                  "vocab_size": vocab_size})
+    return pathlib.Path(folder)
+
+
+def write_models(work, model_size, vocab_size, models):
+    """config.json and models - 1 weights files of random encoders (seeds 1, 2, ...); returns (config,
+    the --weights of each model: files, then "none" for the control)."""
+    from configs.pretraining_config import PretrainingConfig
+
+    PretrainingConfig.create({"model_size": model_size, "vocab_size": vocab_size}).save(work / "config.json")
+    script = f"""
+import sys
+sys.modules["tensorflow"] = None
+import keras, numpy as np
+from configs.pretraining_config import PretrainingConfig
+from finetune.pretrained import build_encoder
+config = PretrainingConfig.load({str(work / "config.json")!r})
+for seed in range(1, {models}):
+    keras.utils.set_random_seed(seed)
+    encoder = build_encoder(config.model_config())
+    np.savez({str(work)!r} + f"/weights-{{seed}}.npz", **{{v.path: np.asarray(v.value) for v in encoder.weights}})
+"""
+    if models > 1:
+        subprocess.run([sys.executable, "-c", script], cwd=REPO, env=_jax_env(), check=True)
+    return work / "config.json", [[str(work / f"weights-{seed}.npz")] for seed in range(1, models)] + [["none"]]
+
+
+def _jax_env():
+    env = dict(os.environ, KERAS_BACKEND="jax", PYTHONPATH=str(REPO))
+    env.pop("JAX_COMPILATION_CACHE_DIR", None)  # each way starts from an empty cache in its own --out
+    return env
+
+
+def _finetune(args, stats):
+    command = [sys.executable, "-m", "training_jax.finetune", *args, "--stats", str(stats)]
+    completed = subprocess.run(command, cwd=REPO, env=_jax_env(), capture_output=True, text=True)
+    if completed.returncode != 0:
+        raise RuntimeError(f"{' '.join(command)} failed:\n{completed.stdout[-2000:]}{completed.stderr[-3000:]}")
+    return json.loads(pathlib.Path(stats).read_text())
+
+
+def _summary(runs, wall):
+    """One way's figures from its processes' --stats, `runs` [({--out: model number}, stats)]."""
+    per_model = {}
+    for numbers, stats in runs:
+        for job in stats["jobs"]:
+            done = per_model.setdefault(numbers[job["model"]], {"updates": 0, "train_seconds": 0.0})
+            done["updates"] += job["updates"]
+            done["train_seconds"] += job["train_seconds"]
+    rates = [m["updates"] / m["train_seconds"] for m in per_model.values() if m["train_seconds"] > 0]
+    stats_list = [stats for _, stats in runs]
+    return {"wall_seconds": wall, "processes": len(runs), "models": len(per_model),
+            "updates": sum(m["updates"] for m in per_model.values()),
+            "train_seconds": sum(m["train_seconds"] for m in per_model.values()),
+            "updates_per_second_per_model": float(np.mean(rates)) if rates else 0.0,
+            "compiles": sum(s["compiles"] for s in stats_list),
+            "compile_seconds": sum(s["compile_seconds"] for s in stats_list),
+            "traces": sum(s["traces"] for s in stats_list), "device": stats_list[0]["device"]}
+
+
+def measure(work=None, tasks_dir=None, model_size="electra_tiny", models=3, tasks=tuple(GLUE_SIZES), scale=0.02,
+            seeds=1, hparams=None, ways=("before", "after"), synthetic_length=128):
+    """Runs the ways in `ways` on the same tasks and models; returns {"before": summary, "after": summary,
+    "ratios": {...}, "tasks", "model_size", "device"}, each summary with wall_seconds, processes, models,
+    updates, train_seconds, updates_per_second_per_model, compiles, compile_seconds, traces and device."""
+    work = pathlib.Path(work or tempfile.mkdtemp(prefix="finetune_jax_speed_"))
+    work.mkdir(parents=True, exist_ok=True)
+    if tasks_dir is None:
+        tasks_dir = synthetic_tasks(work / "tasks", scale, tasks, max_seq_length=synthetic_length)
+        vocab_size = SYNTHETIC_VOCAB
+    else:
+        index = json.loads((pathlib.Path(tasks_dir) / "tasks.json").read_text())
+        vocab_size = index["tasks"][tasks[0]]["featurization"]["vocab_size"]
+    config, weights = write_models(work, model_size, vocab_size, models)
+
+    def common(task_names):
+        return (["--tasks-dir", str(tasks_dir), "--config", str(config), "--tasks", ",".join(task_names),
+                 "--seeds", str(seeds)] + (["--hparams", json.dumps(hparams)] if hparams else []))
+
+    results = {"model_size": model_size, "tasks": list(tasks), "seeds": seeds}
+    if "before" in ways:
+        start, runs = time.monotonic(), []
+        for number, files in enumerate(weights):
+            for task in tasks:
+                out = work / "before" / f"model-{number}" / task
+                runs.append(({str(out): number}, _finetune(common([task]) + ["--weights", *files, "--out", str(out)]
+                                                 + BEFORE_FLAGS, out.with_suffix(".stats.json"))))
+        results["before"] = _summary(runs, time.monotonic() - start)
+    if "after" in ways:
+        start = time.monotonic()
+        outs = [str(work / "after" / f"model-{number}") for number in range(len(weights))]
+        stats = _finetune(common(tasks) + [arg for files in weights for arg in ("--weights", *files)]
+                          + ["--out", *outs], work / "after.stats.json")
+        results["after"] = _summary([({out: n for n, out in enumerate(outs)}, stats)], time.monotonic() - start)
+    if "before" in results and "after" in results:
+        before, after = results["before"], results["after"]
+        results["ratios"] = {
+            "wall_time": before["wall_seconds"] / after["wall_seconds"],
+            "updates_per_second_per_model": (after["updates_per_second_per_model"]
+                                             / max(before["updates_per_second_per_model"], 1e-9)),
+            "compiles": before["compiles"] / max(after["compiles"], 1)}
+    results["device"] = next(results[way]["device"] for way in ways)
+    return results
+
+
+def table(results):
+    ways = [way for way in ("before", "after") if way in results]
+    rows = [("wall time, s", "wall_seconds", "{:.1f}"), ("processes", "processes", "{}"),
+            ("updates (all models)", "updates", "{}"), ("updates/s per model", "updates_per_second_per_model",
+                                                        "{:.1f}"),
+            ("compiles", "compiles", "{}"), ("compile time, s", "compile_seconds", "{:.1f}"),
+            ("traces", "traces", "{}")]
+    lines = [f"{'':<22}" + "".join(f"{way:>12}" for way in ways)]
+    for label, key, form in rows:
+        lines.append(f"{label:<22}" + "".join(f"{form.format(results[way][key]):>12}" for way in ways))
+    for name, ratio in results.get("ratios", {}).items():
+        lines.append(f"ratio {name}: {ratio:.2f}x")
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--tasks-dir", type=pathlib.Path, default=None,
+                        help="exported tasks (python -m finetune.arrays); default: synthetic ones")
+    parser.add_argument("--model-size", default="electra_tiny")
+    parser.add_argument("--models", type=int, default=3, help="models (the last one the random control)")
+    parser.add_argument("--tasks", default=",".join(GLUE_SIZES))
+    parser.add_argument("--scale", type=float, default=0.02, help="synthetic tasks: GLUE's sizes times this")
+    parser.add_argument("--seeds", type=int, default=1)
+    parser.add_argument("--hparams", default="", help="FinetuningConfig overrides (JSON) for both ways")
+    parser.add_argument("--ways", default="before,after")
+    parser.add_argument("--work", type=pathlib.Path, default=None, help="where runs go (default: a new temp folder)")
+    parser.add_argument("--json", type=pathlib.Path, default=None, help="also write the results here")
+    args = parser.parse_args(argv)
+    results = measure(args.work, args.tasks_dir, args.model_size, args.models, tuple(args.tasks.split(",")),
+                      args.scale, args.seeds, json.loads(args.hparams) if args.hparams else None,
+                      tuple(args.ways.split(",")))
+    print(f"device {results['device']}; {args.model_size}, {args.models} models, tasks {args.tasks}, "
+          f"{args.seeds} seed(s){'' if args.tasks_dir else f', synthetic at scale {args.scale}'}")
+    print(table(results))
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2) + "\n")
+    return results
+
+
+if __name__ == "__main__":
+    main()

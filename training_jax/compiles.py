@@ -1,0 +1,69 @@
+"""Counts JAX's compiles in this process through jax.monitoring, to prove that work reuses its programs.
+
+JAX (0.10-0.11) records "/jax/core/compile/backend_compile_duration" once per program it compiles for a
+backend, a read from the persistent compilation cache included (that is still a new program in this
+process), and "/jax/core/compile/jaxpr_trace_duration" once per function it traces. A call that finds
+its program in jit's in-memory cache records neither. Eager operations are small programs too: they
+count as well, so a count of zero over some work means that work compiled nothing at all.
+"""
+import threading
+
+import jax
+
+BACKEND_COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
+TRACE_EVENT = "/jax/core/compile/jaxpr_trace_duration"
+
+_lock = threading.Lock()
+_totals = {"compiles": 0, "compile_seconds": 0.0, "traces": 0, "compiled": []}
+_registered = False
+
+
+def _listen(event, duration, **kwargs):
+    with _lock:
+        if event == BACKEND_COMPILE_EVENT:
+            _totals["compiles"] += 1
+            _totals["compile_seconds"] += duration
+            _totals["compiled"].append(str(kwargs.get("fun_name", "?")))
+        elif event == TRACE_EVENT:
+            _totals["traces"] += 1
+
+
+def start_counting():
+    """Registers the listener (once per process; jax.monitoring has no way to remove one)."""
+    global _registered
+    with _lock:
+        if not _registered:
+            jax.monitoring.register_event_duration_secs_listener(_listen)
+            _registered = True
+
+
+class CompileCount:
+    """Compiles, their seconds and traces since this was made (`with CompileCount() as count: ...`, then
+    count.compiles, count.compile_seconds, count.traces, count.names: the compiled functions' names)."""
+
+    def __init__(self):
+        start_counting()
+        with _lock:
+            self._start = dict(_totals, compiled=len(_totals["compiled"]))
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    @property
+    def compiles(self):
+        return _totals["compiles"] - self._start["compiles"]
+
+    @property
+    def compile_seconds(self):
+        return _totals["compile_seconds"] - self._start["compile_seconds"]
+
+    @property
+    def traces(self):
+        return _totals["traces"] - self._start["traces"]
+
+    @property
+    def names(self):
+        return list(_totals["compiled"][self._start["compiled"]:])
