@@ -3,44 +3,97 @@ model folder, which run_finetuning.py, run_pretraining.py --init-checkpoint and 
 
     python -m checkpoints.import_jax --export jax_export --weights jax_runs/electra_small/weights-1000.npz \
         --data-dir electra_data --model-name electra_small_jax [--arm electra_small]
+    # without the export: the config from the run's record, the vocabulary given
+    python -m checkpoints.import_jax --metrics OUT/electra/metrics.jsonl --vocab-file vocab.txt \
+        --weights OUT/electra/weights-11144.npz --data-dir electra_data --model-name electra_gpu
 
 --export is the folder training_jax.export wrote (the config that trained and the vocabulary);
 --weights a weights file, or the name of one whose shards (weights-<step>.part<k>of<n>.npz) lie beside it.
+The run's metrics.jsonl (--metrics, default: the one beside the weights) gives the config the run trained
+with; with --export it is checked against the export's: a run sized shorter than planned (--fit-minutes)
+is taken, a run of another config refused. A run stopped at its limit (no run record, weights at a step
+that is no checkpoint) imports with the export's config, as sized when the collect's plan.json says so.
 """
 import argparse
 import dataclasses
 import json
 import pathlib
-import re
 
+from checkpoints import run_record
 from common.errors import InputError, exit_on_input_error
 
 
-def read_export(export, arm=None):
-    """(arm, its config path, vocab path) of an export folder; InputError naming what is missing."""
+def read_export(export, arm=None, vocab_file=None):
+    """(arm, its config path, vocab path: vocab_file, else the export's) of an export folder; InputError naming
+    what is missing."""
     from training_jax.export import VOCAB_FILE
-    from training_jax.pretrain import STUDY_FILE
 
-    export = pathlib.Path(export)
-    if not (export / STUDY_FILE).is_file():
-        raise InputError(f"{export / STUDY_FILE}: missing; pass the folder python -m training_jax.export wrote")
-    arms = json.loads((export / STUDY_FILE).read_text())["arms"]
+    study = read_study(export)
+    arms = study["arms"]
     if arm is None and len(arms) != 1:
         raise InputError(f"{export}: holds the arms {', '.join(sorted(arms))}; say which with --arm")
     arm = arm or next(iter(arms))
     if arm not in arms:
-        raise InputError(f"--arm {arm}: {export / STUDY_FILE} has {', '.join(sorted(arms))}")
-    vocab = export / VOCAB_FILE
+        raise InputError(f"--arm {arm}: {pathlib.Path(export) / 'study.json'} has {', '.join(sorted(arms))}")
+    vocab = vocab_file or pathlib.Path(export) / VOCAB_FILE
     if not vocab.is_file():
-        raise InputError(f"{vocab}: missing; export again with python -m training_jax.export")
-    return arm, export / arms[arm]["config_file"], vocab
+        raise InputError(f"{vocab}: missing; export again with python -m training_jax.export, or give --vocab-file")
+    return arm, pathlib.Path(export) / arms[arm]["config_file"], vocab
+
+
+def read_study(export):
+    from training_jax.pretrain import STUDY_FILE
+
+    path = pathlib.Path(export) / STUDY_FILE
+    if not path.is_file():
+        raise InputError(f"{path}: missing; pass the folder python -m training_jax.export wrote")
+    return json.loads(path.read_text())
 
 
 def weights_step(path, step=None):
-    match = re.match(r"weights-(\d+)(\.part\d+of\d+)?\.npz$", pathlib.Path(path).name)
-    if step is None and match is None:
+    named = run_record.weights_file_step(pathlib.Path(path).name)
+    if step is None and named is None:
         raise InputError(f"--weights {path}: not named weights-<step>.npz; give the step with --step")
-    return step if step is not None else int(match.group(1))
+    return step if step is not None else named
+
+
+def config_from_dict(values, source):
+    from configs import loading
+    from configs.pretraining_config import PretrainingConfig
+
+    return loading.dataclass_from_dict(PretrainingConfig, values, str(source)).with_derived_values()
+
+
+def trained_config(weights, metrics=None, exported=None, arm=None, sizing=None, say=print):
+    """The config the weights were trained with (a dict): the run record's in `metrics` (checked against
+    `exported`, the export's config dict, when given; `sizing` the export's fit block), else the export's, as
+    the collect's plan.json beside the weights sized it. One line is said for anything taken on trust."""
+    weights = pathlib.Path(weights)
+    run = None
+    if metrics is not None:
+        _, run, note = run_record.read_run(metrics)
+        if note:
+            say(note)
+    if run is not None:
+        config, note = run_record.used_config(run, (sizing or {}).get("warmup_fraction"))
+        if note:
+            say(f"{metrics}: {note}")
+        if exported is not None:
+            note = run_record.check_config(config, exported, metrics, f"the export's {arm} arm", sizing)
+            if note:
+                say(note)
+        return config
+    if exported is None:
+        raise InputError(f"--weights {weights}: no run record to take the config from (no metrics.jsonl beside it "
+                         "ending in its {\"split\": \"run\"} line); give --export, or --metrics of the finished run")
+    entry = next(filter(None, (run_record.sized_entry(folder, arm) for folder in (weights.parent.parent,
+                                                                                   weights.parent))), None)
+    if entry and sizing:
+        say(f"--weights {weights}: no run record (the run did not finish); its config is the export's as the "
+            f"device sized it ({entry['num_train_steps']} steps, plan.json)")
+        return run_record.sized(exported, entry["num_train_steps"], sizing["budgets"], sizing["warmup_fraction"])
+    say(f"--weights {weights}: no run record (the run did not finish); its config is the export's as exported")
+    return exported
 
 
 def import_jax_weights(config, weights_path, vocab_file, folder, step, overwrite=False):
@@ -58,10 +111,25 @@ def import_jax_weights(config, weights_path, vocab_file, folder, step, overwrite
     return model_folder.write_model_folder(folder, config, pretrainer, vocab_file, step=step, overwrite=overwrite)
 
 
+def check_vocab(vocab_file, config):
+    """The vocabulary must be the one the run's ids index: as many entries as its vocab_size."""
+    if not pathlib.Path(vocab_file).is_file():
+        raise InputError(f"--vocab-file {vocab_file}: no such file; give the vocabulary the run was trained with")
+    size = sum(1 for line in pathlib.Path(vocab_file).read_text(encoding="utf-8").splitlines() if line.strip())
+    if size != config.vocab_size:
+        raise InputError(f"--vocab-file {vocab_file}: {size} entries, the run's model {config.vocab_size}; give "
+                         "the vocabulary the run was trained with")
+
+
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--export", type=pathlib.Path, required=True, help="the folder training_jax.export wrote")
+    parser.add_argument("--export", type=pathlib.Path, default=None,
+                        help="the folder training_jax.export wrote (else --metrics and --vocab-file)")
     parser.add_argument("--weights", type=pathlib.Path, required=True, help="weights-<step>.npz (or its shards)")
+    parser.add_argument("--metrics", type=pathlib.Path, default=None,
+                        help="the run's metrics.jsonl (default: the one beside the weights, if there)")
+    parser.add_argument("--vocab-file", type=pathlib.Path, default=None,
+                        help="the run's vocabulary (default: the export's)")
     parser.add_argument("--arm", default=None, help="the export's arm (needed when it holds several)")
     parser.add_argument("--step", type=int, default=None, help="the checkpoint's step (default: from the name)")
     parser.add_argument("--model-name", required=True, help="the folder to write under <data-dir>/models/")
@@ -83,12 +151,26 @@ def main(argv=None):
     name = args.model_name
     if not name or "/" in name or name in (".", ".."):
         raise InputError(f"--model-name {name!r}: use a plain folder name such as electra_small_jax")
-    arm, config_path, vocab = read_export(args.export, args.arm)
+    metrics = args.metrics or args.weights.parent / "metrics.jsonl"
+    if not metrics.is_file():
+        if args.metrics:
+            raise InputError(f"--metrics {metrics}: no such file; copy the run's metrics.jsonl back")
+        metrics = None
+    arm, exported, vocab, sizing = args.arm, None, args.vocab_file, None
+    if args.export:
+        arm, config_path, vocab = read_export(args.export, args.arm, args.vocab_file)
+        exported = PretrainingConfig.load(config_path).to_dict()
+        sizing = read_study(args.export).get("fit")
+    elif vocab is None:
+        raise InputError("--vocab-file: needed without --export (the vocabulary the run was trained with)")
     step = weights_step(args.weights, args.step)
+    values = trained_config(args.weights, metrics, exported, arm, sizing)
+    config = config_from_dict(values, metrics or args.export)
+    check_vocab(vocab, config)
     folder = paths.models_dir(args.data_dir or paths.default_data_dir()) / name
-    import_jax_weights(PretrainingConfig.load(config_path), args.weights, vocab, folder, step, args.overwrite)
-    print(f"Wrote {folder} (the {arm} arm's weights of step {step}). Fine-tune it:\n  python run_finetuning.py "
-          f"--data-dir {args.data_dir or paths.default_data_dir()} --model-name {name} --task mrpc")
+    import_jax_weights(config, args.weights, vocab, folder, step, args.overwrite)
+    print(f"Wrote {folder} (the {arm or values['model_name']} weights of step {step}). Fine-tune it:\n  python "
+          f"run_finetuning.py --data-dir {args.data_dir or paths.default_data_dir()} --model-name {name} --task mrpc")
     return folder
 
 

@@ -7,35 +7,7 @@ import pytest
 from training_jax import weights as jax_weights
 
 from studies.rtd_vs_mlm import cli as rtd_vs_mlm, device, plan as study_plan, stages
-from tests.study_fixtures import plan_in
-
-
-def export_tiny_study(tmp_path, electra_steps=6, budgets=2, finetune_tasks=False, export=None, minutes=None,
-                      **changes):
-    """A study of a 1-layer micro model (it compiles fastest under JAX) on a tiny dataset, exported for the
-    device: (plan, export folder). With finetune_tasks, an RTE-format fixture is exported too; with
-    `export` (a folder in a repository mirror), the wheels are expected beside it in .whl/."""
-    from tests.helpers import MICRO_MODEL, build_tiny_dataset
-
-    plan = plan_in(tmp_path / "work", electra_steps=electra_steps, budgets=budgets, tasks=["rte"], **changes)
-    build_tiny_dataset(plan.data_dir, max_seq_length=32, num_shards=2)
-    vocab = plan.shared_data / "vocab" / "bert-base-uncased-vocab.txt"  # the study reads the shared vocab
-    vocab.parent.mkdir(parents=True)
-    vocab.write_text((plan.data_dir / "vocab.txt").read_text())
-    if finetune_tasks:
-        from tests.helpers import write_rte
-
-        text = " ".join(p.read_text() for p in sorted((plan.data_dir / "corpus").glob("*.txt")))
-        sentences = [" ".join(s.split()[:10]) for s in text.replace("\n", " ").split(". ") if len(s.split()) >= 6]
-        write_rte(plan.shared_data / "glue" / "rte", sentences, {"train": 40, "dev": 16}, seed=0)
-    plan.model["model_hparam_overrides"] = {**MICRO_MODEL, "num_layers": 1}
-    plan.pretraining.update(train_batch_size=4, eval_batch_size=4, num_eval_steps=2)
-    mirror = export is not None
-    export = export or tmp_path / "export"
-    device.export_for_device(plan, export, finetune_tasks=finetune_tasks, minutes=minutes,
-                             shown_as=export.name if mirror else None,
-                             wheels_dir=export.parent / device.WHEELS_DIR if mirror else None, wheels=mirror)
-    return plan, export
+from tests.study_fixtures import export_tiny_study, plan_in
 
 
 def device_calls(export):
@@ -123,16 +95,15 @@ def test_the_two_device_calls_run_as_printed_then_import_and_finetune_here(tmp_p
     assert mine["complete"] and mine["trials_done"] == 1
 
 
-def test_importing_an_unfinished_device_run_names_the_missing_file(tmp_path):
+def test_importing_a_device_run_with_no_weights_back_names_the_folder(tmp_path):
+    """A run stopped at its limit imports (tests/test_import_gpu_runs.py); one that brought no weights back cannot."""
     from common.errors import InputError
 
     plan = plan_in(tmp_path)
     cut_off = tmp_path / "results" / "electra"
     cut_off.mkdir(parents=True)
-    with pytest.raises(InputError, match=r"electra/metrics\.jsonl: missing.*run training_jax\.pretrain"):
-        device.import_device_run(plan, "electra", tmp_path / "results")
     (cut_off / "metrics.jsonl").write_text('{"split": "train", "step": 100, "masked_lm_loss": 7.0}\n')
-    with pytest.raises(InputError, match="without its final run record"):  # killed before its last line
+    with pytest.raises(InputError, match=r"results/electra: no weights-<step>\.npz .*came back for the electra run"):
         device.import_device_run(plan, "electra", tmp_path / "results")
 
 

@@ -210,17 +210,34 @@ def call_minutes(text):
 
 
 def sized_electra_steps(results_dir, given):
-    """The ELECTRA steps the accelerator sized (its plan.json), checked against --electra-steps if given."""
-    from studies.rtd_vs_mlm.device import PLAN_FILE
-
-    path = pathlib.Path(results_dir) / PLAN_FILE
-    if not path.is_file():
-        return given
-    sized = (json.loads(path.read_text())["arms"]["electra"].get("sized") or {}).get("num_train_steps")
+    """The ELECTRA steps the accelerator sized the run to: they replace --electra-steps when that is left out or
+    is the planned (exported) length the device sized shorter; any other --electra-steps is refused."""
+    sized, planned, source = device_sized_steps(results_dir)
     if sized and given and given != sized:
-        raise InputError(f"--electra-steps {given}: {path} says the accelerator sized the run to {sized}; give "
-                         f"{sized} or leave the flag out")
+        if given != planned:
+            raise InputError(f"--electra-steps {given}: {source} says the accelerator sized the run to {sized}; give "
+                             f"{sized} or leave the flag out")
+        log(f"--electra-steps {given}: the planned length; the accelerator sized the run to {sized} steps "
+            f"({source}), which the study takes")
     return sized or given
+
+
+def device_sized_steps(results_dir):
+    """(sized ELECTRA steps, planned ones, the file that says so) of what came back: the collect's plan.json
+    (its sized entry), else the ELECTRA run's record; (None, None, None) when neither is there."""
+    from checkpoints import run_record
+    from training_jax.pretrain import METRICS_FILE
+
+    path = pathlib.Path(results_dir) / run_record.PLAN_FILE
+    if path.is_file():
+        record = json.loads(path.read_text())
+        sized = (record["arms"]["electra"].get("sized") or {}).get("num_train_steps")
+        return sized, record["study"]["arms"]["electra"]["num_train_steps"], path
+    metrics = pathlib.Path(results_dir) / "electra" / METRICS_FILE
+    run = run_record.read_run(metrics)[1] if metrics.is_file() else None
+    if run is None:
+        return None, None, None
+    return run["num_train_steps"], run["config"]["num_train_steps"], metrics
 
 
 if __name__ == "__main__":

@@ -25,8 +25,10 @@ import subprocess
 import sys
 import time
 
+from checkpoints import run_record as jax_run
+from checkpoints.run_record import PLAN_FILE
 from common import atomic
-from studies.rtd_vs_mlm.plan import ARMS, CONTROL, Plan, pretraining_hparams
+from studies.rtd_vs_mlm.plan import ARMS, CONTROL, WARMUP_FRACTION, Plan, pretraining_hparams
 from studies.rtd_vs_mlm.stages import REPO, add_timing, log
 from common.errors import InputError
 from storage import model_folder
@@ -46,7 +48,6 @@ THROUGHPUT_SECONDS = 45  # call 2: the throughput line runs when this much is le
 WHEELS = ("keras", "namex", "optree")  # what the accelerator's image lacks of what the JAX path imports
 WHEELS_DIR = ".whl"
 RETURNED = "returned"  # on a fresh machine, what call 1 brought back, carried in: <export>/returned/<arm>/
-PLAN_FILE = "plan.json"  # what comes back with every collect: the study, the sized runs, how each run ended
 
 
 def resolved_config(plan, arm):
@@ -103,8 +104,6 @@ def fit_record(plan):
     """study.json's "fit" block: how training_jax.pretrain --fit-minutes sizes both arms together (ELECTRA
     the unit, MLM at equal FLOPs: bench/flops.py, the ratio Plan.steps uses) by the plan's own rules, at most
     the plan's ELECTRA steps (the GPU plan exports 1,000,000, ELECTRA-Small's; a test a few)."""
-    from studies.rtd_vs_mlm.plan import WARMUP_FRACTION
-
     return {"arms": list(ARMS), "steps_per_unit": {arm: plan.steps_per_electra_step(arm) for arm in ARMS},
             "budgets": plan.budgets, "warmup_fraction": WARMUP_FRACTION, "evals": EVALS_PER_RUN,
             "max_units": plan.electra_steps}
@@ -532,48 +531,77 @@ def log_collected(out, missing):
 
 # ---------------------------------------------------------------- here: import
 def import_device_run(plan, arm, results_dir):
-    """Model folders <arm>_step<N> from the weights that came back, the fine-tuning results that came back
-    into the study's folders, and the run's curves as TensorBoard logs under models/<arm>/logs."""
+    """Model folders <arm>_step<N> from every weights file that came back, and the run's curves as TensorBoard
+    logs under models/<arm>/logs. Takes every run a device can produce: sized shorter than planned (the plan
+    here has the sized steps), stopped at its hard limit (no run record, weights at a step that is no
+    checkpoint, half a last metrics line), recorded by an older trainer (the exported config in its record)."""
     from training_jax import pretrain as pretrain_jax
 
-    source = results_dir / arm
-    metrics_file, device_run = read_device_run(source, arm)
+    source = pathlib.Path(results_dir) / arm
+    steps = returned_steps(source)
+    if not steps:
+        raise InputError(f"{source}: no weights-<step>.npz (whole or in shards) came back for the {arm} run; run "
+                         "training_jax.pretrain for it again, or copy its files back")
     config, _, _ = resolved_config(plan, arm)
-    if device_run["config"] != config.to_dict():
-        steps = device_run["config"]["num_train_steps"]
-        hint = (f" (it trained {steps} steps, this study {config.num_train_steps}: the accelerator sized the run, "
-                "so give the --electra-steps that --device-size printed)" if steps != config.num_train_steps else "")
-        raise InputError(f"{metrics_file}: trained with another config than this study's {arm} arm{hint}; export "
-                         "the study again with the same flags and rerun the device runs")
+    records, device_run = read_device_run(source, arm, config.to_dict(), results_dir)
     vocab_file = plan.shared_data / "vocab" / "bert-base-uncased-vocab.txt"
-    for step in plan.checkpoint_steps(arm):
+    planned = plan.checkpoint_steps(arm)
+    for step in steps:
         folder = plan.data_dir / "models" / f"{arm}_step{step}"
         if model_folder.is_complete(folder):
             continue
         weights = read_weights(source, pretrain_jax.weights_file(step))
-        if weights is None:
-            continue  # not brought back: its fine-tuning ran on the device, or is still to run there
         pretrainer = pretrainer_with_weights(config, weights, source / pretrain_jax.weights_file(step))
         write_model_folder_for(folder, config, pretrainer, vocab_file, step)
-        log(f"imported {folder.name}")
+        log(f"imported {folder.name}" + ("" if step in planned else
+                                         f" (the run stopped at step {step}, before its checkpoint(s) {planned}; "
+                                         "run_finetuning.py takes the folder, the study's table only checkpoints)"))
     curves_folder = plan.data_dir / "models" / arm
-    if not (curves_folder / pretrain_jax.METRICS_FILE).is_file():
-        write_curves(metrics_file, curves_folder / "logs")
-        shutil.copyfile(metrics_file, curves_folder / pretrain_jax.METRICS_FILE)  # last: the import is complete
-        add_timing(plan.work_dir, f"pretrain {arm} (device)", device_run["wall_clock_seconds"])
+    if records and not (curves_folder / pretrain_jax.METRICS_FILE).is_file():
+        write_curves(records, curves_folder / "logs")
+        curves_folder.mkdir(parents=True, exist_ok=True)
+        atomic.write_text(curves_folder / pretrain_jax.METRICS_FILE,  # last: the import is complete
+                          "".join(json.dumps(record) + "\n" for record in records))
+        if device_run:
+            add_timing(plan.work_dir, f"pretrain {arm} (device)", device_run["wall_clock_seconds"])
 
 
-def read_device_run(source, arm):
-    """(metrics file, the run record) of a device run that came back into `source`; InputError when the run
-    did not finish (no record: it was cut off, or its metrics did not come back)."""
+def returned_steps(source):
+    """The steps of the weights files in `source` (whole, or shards of one)."""
+    steps = (jax_run.weights_file_step(path.name) for path in pathlib.Path(source).glob("weights-*.npz"))
+    return sorted({step for step in steps if step is not None})
+
+
+def read_device_run(source, arm, expected, results_dir):
+    """(the metrics records, the run record or None) of a device run that came back into `source`, after
+    checking that it trained `expected` (this study's config of the arm, at its sized steps). With no run
+    record (the run was stopped at its limit), the collect's plan.json must have sized it to the same steps."""
     from training_jax import pretrain as pretrain_jax
 
     metrics_file = pathlib.Path(source) / pretrain_jax.METRICS_FILE
-    device_run = pretrain_jax.read_metrics(source)[1] if metrics_file.is_file() else None
+    records, device_run, note = jax_run.read_run(metrics_file) if metrics_file.is_file() else ([], None, None)
+    if note:
+        log(note)
     if device_run is None:
-        raise InputError(f"{metrics_file}: missing or without its final run record, so the device run of {arm} "
-                         "did not finish; run training_jax.pretrain for it again")
-    return metrics_file, device_run
+        sized = jax_run.sized_entry(results_dir, arm) or {}
+        steps = sized.get("num_train_steps", expected["num_train_steps"])
+        if steps != expected["num_train_steps"]:
+            raise InputError(f"{pathlib.Path(results_dir) / PLAN_FILE}: the device sized the {arm} run to "
+                             f"{steps} steps, this study {expected['num_train_steps']}; give the study the "
+                             "--electra-steps the device sized (or leave the flag out)")
+        log(f"{metrics_file}: {'no run record' if records else 'missing'}, so the {arm} run did not finish (stopped "
+            "at its limit): importing the weights that came back with this study's config")
+        return records, None
+    used, note = jax_run.used_config(device_run, WARMUP_FRACTION)
+    if note:
+        log(f"{metrics_file}: {note}")
+    if used["num_train_steps"] != expected["num_train_steps"]:
+        raise InputError(f"{metrics_file}: the {arm} run trained {used['num_train_steps']} steps, this study "
+                         f"{expected['num_train_steps']}; give the study the --electra-steps the device sized (its "
+                         "plan.json says them), or leave the flag out")
+    jax_run.check_config(used, expected, metrics_file, f"this study's {arm} arm",
+                         fix="export the study again with the same flags and rerun the device runs")
+    return records, device_run
 
 
 def import_device_finetuning(plan, results_dir):
@@ -594,17 +622,14 @@ def write_model_folder_for(folder, config, pretrainer, vocab_file, step):
     model_folder.write_model_folder(folder, config, pretrainer, vocab_file, step=step, overwrite=True)
 
 
-def write_curves(metrics_file, logs_dir):
-    """training_jax.pretrain's metrics.jsonl → TensorBoard scalars in logs/train and logs/eval."""
+def write_curves(records, logs_dir):
+    """training_jax.pretrain's metrics.jsonl records → TensorBoard scalars in logs/train and logs/eval."""
     import tensorflow as tf
 
-    from training_jax.pretrain import read_metrics
-
-    splits, _ = read_metrics(metrics_file.parent)
-    for split, records in splits.items():
+    for split in ("train", "eval"):
         writer = tf.summary.create_file_writer(str(logs_dir / split))
         with writer.as_default():
-            for record in records:
+            for record in (r for r in records if r.get("split") == split):
                 for name, value in record.items():
                     if name not in ("split", "step"):
                         tf.summary.scalar(name, value, step=record["step"])
