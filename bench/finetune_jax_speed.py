@@ -4,12 +4,13 @@
     python -m bench.finetune_jax_speed --model-size electra_small --tasks-dir TASKS   # GPU: the exported tasks
 
 Before: one `python -m training_jax.finetune` process per (model, task) job, as the RTD-vs-MLM study ran
-them on the H200 (here one after another), with --no-fixed-shapes --no-shared-programs --no-sized-steps
-(each trial compiles its own steps, the last batch of an epoch its own shape, the schedule's step counts
-compiled in). After: one process for every model and task with the defaults (shared programs, fixed
-shapes, step counts as inputs). Both start from an empty compilation cache. Printed per way: wall time
-(process start-ups, compiles and evaluation included), updates/s per model in its training loops,
-compiles (jax.monitoring, all processes), and the ratio. `measure(...)` returns the same as a dict.
+them on the H200 (here one after another, for the first --before-models models), with --no-fixed-shapes
+--no-shared-programs --no-sized-steps (each trial compiles its own steps, the last batch of an epoch its
+own shape, the schedule's step counts compiled in). After: one process for every model and task with the
+defaults (shared programs, fixed shapes, step counts as inputs). Both start from an empty compilation
+cache. Printed per way: wall time (process start-ups, compiles and evaluation included) in all and per
+model, updates/s per model in its training loops (their compiles included), compiles (jax.monitoring,
+all processes), and the ratios. `measure(...)` returns the same as a dict; the device is printed.
 
 The models: --models - 1 weights files of randomly initialised encoders (different seeds) and the random
 control (`--weights none`); speed does not depend on what the weights learned. Without --tasks-dir, the
@@ -112,7 +113,8 @@ def _summary(runs, wall):
             done["train_seconds"] += job["train_seconds"]
     rates = [m["updates"] / m["train_seconds"] for m in per_model.values() if m["train_seconds"] > 0]
     stats_list = [stats for _, stats in runs]
-    return {"wall_seconds": wall, "processes": len(runs), "models": len(per_model),
+    return {"wall_seconds": wall, "wall_seconds_per_model": wall / len(per_model), "processes": len(runs),
+            "models": len(per_model),
             "updates": sum(m["updates"] for m in per_model.values()),
             "train_seconds": sum(m["train_seconds"] for m in per_model.values()),
             "updates_per_second_per_model": float(np.mean(rates)) if rates else 0.0,
@@ -122,10 +124,12 @@ def _summary(runs, wall):
 
 
 def measure(work=None, tasks_dir=None, model_size="electra_tiny", models=3, tasks=tuple(GLUE_SIZES), scale=0.02,
-            seeds=1, hparams=None, ways=("before", "after"), synthetic_length=128):
-    """Runs the ways in `ways` on the same tasks and models; returns {"before": summary, "after": summary,
-    "ratios": {...}, "tasks", "model_size", "device"}, each summary with wall_seconds, processes, models,
-    updates, train_seconds, updates_per_second_per_model, compiles, compile_seconds, traces and device."""
+            seeds=1, hparams=None, ways=("before", "after"), synthetic_length=128, before_models=1):
+    """Runs the ways in `ways` on the same tasks; "after" trains all `models`, "before" the first
+    `before_models` of them (its processes run one after another, so its time grows with the models:
+    compare wall_seconds_per_model). Returns {"before": summary, "after": summary, "ratios": {...},
+    "tasks", "model_size", "device"}, each summary with wall_seconds, wall_seconds_per_model, processes,
+    models, updates, train_seconds, updates_per_second_per_model, compiles, compile_seconds, traces, device."""
     work = pathlib.Path(work or tempfile.mkdtemp(prefix="finetune_jax_speed_"))
     work.mkdir(parents=True, exist_ok=True)
     if tasks_dir is None:
@@ -143,7 +147,7 @@ def measure(work=None, tasks_dir=None, model_size="electra_tiny", models=3, task
     results = {"model_size": model_size, "tasks": list(tasks), "seeds": seeds}
     if "before" in ways:
         start, runs = time.monotonic(), []
-        for number, files in enumerate(weights):
+        for number, files in enumerate(weights[:before_models]):
             for task in tasks:
                 out = work / "before" / f"model-{number}" / task
                 runs.append(({str(out): number}, _finetune(common([task]) + ["--weights", *files, "--out", str(out)]
@@ -158,7 +162,7 @@ def measure(work=None, tasks_dir=None, model_size="electra_tiny", models=3, task
     if "before" in results and "after" in results:
         before, after = results["before"], results["after"]
         results["ratios"] = {
-            "wall_time": before["wall_seconds"] / after["wall_seconds"],
+            "wall_time_per_model": before["wall_seconds_per_model"] / after["wall_seconds_per_model"],
             "updates_per_second_per_model": (after["updates_per_second_per_model"]
                                              / max(before["updates_per_second_per_model"], 1e-9)),
             "compiles": before["compiles"] / max(after["compiles"], 1)}
@@ -168,14 +172,15 @@ def measure(work=None, tasks_dir=None, model_size="electra_tiny", models=3, task
 
 def table(results):
     ways = [way for way in ("before", "after") if way in results]
-    rows = [("wall time, s", "wall_seconds", "{:.1f}"), ("processes", "processes", "{}"),
+    rows = [("wall time, s", "wall_seconds", "{:.1f}"), ("models", "models", "{}"),
+            ("wall time per model, s", "wall_seconds_per_model", "{:.1f}"), ("processes", "processes", "{}"),
             ("updates (all models)", "updates", "{}"), ("updates/s per model", "updates_per_second_per_model",
                                                         "{:.1f}"),
             ("compiles", "compiles", "{}"), ("compile time, s", "compile_seconds", "{:.1f}"),
             ("traces", "traces", "{}")]
-    lines = [f"{'':<22}" + "".join(f"{way:>12}" for way in ways)]
+    lines = [f"{'':<24}" + "".join(f"{way:>12}" for way in ways)]
     for label, key, form in rows:
-        lines.append(f"{label:<22}" + "".join(f"{form.format(results[way][key]):>12}" for way in ways))
+        lines.append(f"{label:<24}" + "".join(f"{form.format(results[way][key]):>12}" for way in ways))
     for name, ratio in results.get("ratios", {}).items():
         lines.append(f"ratio {name}: {ratio:.2f}x")
     return "\n".join(lines)
@@ -187,6 +192,8 @@ def main(argv=None):
                         help="exported tasks (python -m finetune.arrays); default: synthetic ones")
     parser.add_argument("--model-size", default="electra_tiny")
     parser.add_argument("--models", type=int, default=3, help="models (the last one the random control)")
+    parser.add_argument("--before-models", type=int, default=1,
+                        help="how many of them the old way trains (one process per job, one after another)")
     parser.add_argument("--tasks", default=",".join(GLUE_SIZES))
     parser.add_argument("--scale", type=float, default=0.02, help="synthetic tasks: GLUE's sizes times this")
     parser.add_argument("--seeds", type=int, default=1)
@@ -197,7 +204,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     results = measure(args.work, args.tasks_dir, args.model_size, args.models, tuple(args.tasks.split(",")),
                       args.scale, args.seeds, json.loads(args.hparams) if args.hparams else None,
-                      tuple(args.ways.split(",")))
+                      tuple(args.ways.split(",")), before_models=args.before_models)
     print(f"device {results['device']}; {args.model_size}, {args.models} models, tasks {args.tasks}, "
           f"{args.seeds} seed(s){'' if args.tasks_dir else f', synthetic at scale {args.scale}'}")
     print(table(results))

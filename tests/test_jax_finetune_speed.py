@@ -5,7 +5,8 @@ training batch is smaller: the zero-weight rows that fill that batch leave its l
 were (sum and mean); a second trial, a second model and a second task compile nothing (jax.monitoring);
 the shared program, with the schedule's step counts as inputs and the last batch filled, gives the losses
 and learning rates of a trainer that compiles its own steps the old way (own programs, the last batch at
-its size, step counts as constants); the CLI trains two models on both tasks in one process, the task
+its size, step counts as constants); --bf16's encoder computes in bfloat16 and its first loss is
+float32's within rounding; the CLI trains two models on both tasks in one process, the task
 with fewer updates first, and writes each model's results file. The benchmark's measure() runs both
 ways on a tiny config and returns its figures (structure only, not speed).
 """
@@ -105,9 +106,15 @@ SCRIPT = textwrap.dedent('''
         runner("mrpc", loaders[0], losses["old way"], programs=None, fixed_shapes=False,
                sized_steps=False).run_trial(0)
     results["old_update_programs"] = count.names.count("jit(update)")
+
+    # 4. --bf16's encoder: bfloat16 compute, the first trial's first loss near float32's (programs of its own)
+    bf16 = finetune.encoder_loader(pretraining, [], "mixed_bfloat16")
+    results["bf16_compute"] = bf16(None).dtype_policy.compute_dtype
+    losses["bf16"] = []
+    runner("rte", bf16, losses["bf16"]).run_trial(0)
     results["losses"] = losses
 
-    # 4. the CLI: two models, both tasks, one process (the programs above are reused: nothing compiles)
+    # 5. the CLI: two models, both tasks, one process (the programs above are reused: nothing compiles)
     # (no max_train_steps: rte 2 batches x 10 epochs = 20 updates, mrpc 3 x 3 = 9, so mrpc goes first)
     finetune.main(["--tasks-dir", str(root / "tasks"), "--config", str(root / "config.json"), "--tasks", "rte,mrpc",
                    "--weights", "none", "--weights", "none", "--out", str(root / "a"), str(root / "b"),
@@ -143,6 +150,10 @@ def test_one_program_per_shape_and_the_same_numbers(tmp_path):
     np.testing.assert_allclose(new[:, 0], old[:, 0], rtol=1e-5)
     assert len(set(np.round(new[:, 1], 9))) > 2  # warmup and decay, not a constant rate
 
+    assert results["bf16_compute"] == "bfloat16"
+    first, bf16 = np.array(results["losses"]["first"]), np.array(results["losses"]["bf16"])
+    assert 0 < abs(bf16[0, 0] - first[0, 0]) < 0.05 * abs(first[0, 0]) and np.isfinite(bf16).all()
+
     stats = json.loads((tmp_path / "stats.json").read_text())
     order = [(pathlib.Path(job["model"]).name, job["task"]) for job in stats["jobs"]]
     assert order == [("a", "mrpc"), ("b", "mrpc"), ("a", "rte"), ("b", "rte")]  # fewer updates first
@@ -164,6 +175,6 @@ def test_the_benchmark_measures_both_ways(tmp_path):
         figures = results[way]
         assert figures["updates"] == 2 and figures["processes"] == 1 and figures["models"] == 1
         assert figures["compiles"] > 0 and figures["wall_seconds"] > 0 and figures["updates_per_second_per_model"] > 0
-    assert set(results["ratios"]) == {"wall_time", "updates_per_second_per_model", "compiles"}
+    assert set(results["ratios"]) == {"wall_time_per_model", "updates_per_second_per_model", "compiles"}
     assert results["device"].startswith("cpu")
     assert "updates/s per model" in table(results)

@@ -2,31 +2,46 @@
 
     # here (TensorFlow): featurise the tasks with the model's vocabulary
     python -m finetune.arrays --tasks cola,sst,mrpc,sts,rte --finetuning-data-dir DIR --vocab-file V --out TASKS
-    # on the accelerator (JAX, Keras and NumPy):
+    # on the accelerator (JAX, Keras and NumPy): one model
     KERAS_BACKEND=jax python -m training_jax.finetune --tasks-dir TASKS --config config.json \\
         --weights weights-2000.npz --out OUT [--tasks cola,sst] [--seeds 5] [--hparams JSON]
+    # several models in one process (each --weights one model, each its --out, in the same order)
+    KERAS_BACKEND=jax python -m training_jax.finetune --tasks-dir TASKS --config config.json \\
+        --weights electra.npz --weights mlm.npz --weights none --out OUT_E OUT_M OUT_R [--bf16] [--stats S.json]
 
 What runs is run_finetuning.py's fine-tuning: the recipe (FinetuningConfig for the model's size and the
 task), the encoder built from the pretraining config, FinetuningModel and its heads, task_loss,
 build_optimizer, the batching and the trial loop (finetune.trials.TrialRunner, seed + k per trial) and
-its results files. New here is only the compiled step (JaxTrainer: one jax.jit per task of
-value_and_grad inside keras.StatelessScope, then optimizer.stateless_apply) and where the weights and
-the featurised tasks come from (arrays, not a checkpoint and TSV files).
+its results files. New here is only the compiled step (JaxTrainer: jax.jit of value_and_grad inside
+keras.StatelessScope, then optimizer.stateless_apply) and where the weights and the featurised tasks
+come from (arrays, not a checkpoint and TSV files).
 
 --weights: .npz files of {Keras variable path: array} as training_jax.pretrain writes them (float16
 allowed); together they must hold every discriminator encoder weight (electra/...), other keys
 (generator/..., heads) are ignored. `--weights none`: the control, an encoder randomly initialised from
-the pretraining config's seed (the same one in every trial).
+the pretraining config's seed (the same one in every trial). Repeat --weights for more models: all of
+them train in this process, with one --out each.
 
-Each task is fine-tuned alone (as the RTD-vs-MLM study does), one after another, so multitask_batches
-does not apply here (JaxTrainer itself trains mixed batches of several tasks as the TensorFlow trainer
-does, for a caller that gives TrialRunner several tasks); OUT/<task>_results.json
-is TrialRunner's results file (every trial, median/mean/std, majority baseline), rewritten after each
-trial and marked complete after the last. A task whose results are complete is skipped, so running the
-same command again continues. Batches are padded to a multiple of 32 tokens (pad_to_multiple; at most 4
-lengths at 128) unless --hparams says otherwise, and the compiled programs are kept in JAX's persistent
-cache (OUT/.jax_cache, or $JAX_COMPILATION_CACHE_DIR), so later trials and tasks of the same model shape
-do not compile again. Fine-tuned models are not saved (that needs TensorFlow's SavedModel).
+Speed (issue 33): the jobs (model × task, all trials) run in one process, the task with the fewest
+updates first (a run stopped by a time limit has finished the short ones), and compile once per head
+kind and batch shape: JaxTrainer shares its programs across trials, models and tasks, grows the smaller
+last batch of an epoch to the batch size with rows that weigh 0 in the loss, and passes the schedule's
+step counts as inputs; the numbers are the ones each trial's own programs gave (within float32
+rounding; tests/test_jax_finetune_speed.py). --no-fixed-shapes, --no-shared-programs and
+--no-sized-steps bring back the old behaviour, for bench/finetune_jax_speed.py. --bf16 computes in
+bfloat16 (float32 weights and losses): an option, not the default, until a GPU run shows its scores
+equal float32's. --stats writes the updates, training seconds and compiles (jax.monitoring) per job.
+
+Each task is fine-tuned alone (as the RTD-vs-MLM study does), so multitask_batches does not apply here
+(JaxTrainer itself trains mixed batches of several tasks as the TensorFlow trainer does, for a caller
+that gives TrialRunner several tasks); OUT/<task>_results.json is TrialRunner's results file (every
+trial, median/mean/std, majority baseline), rewritten after each trial and marked complete after the
+last. A task whose results are complete is skipped, so running the same command again continues.
+Batches are padded to a multiple of 32 tokens (pad_to_multiple; at most 4 lengths at 128) when
+length_bucketing is on (--hparams; off by default, as the original: every batch max_seq_length long),
+and the compiled programs are kept in JAX's persistent cache (the first OUT/.jax_cache, or
+$JAX_COMPILATION_CACHE_DIR), so a later process of the same shapes reads them back. Fine-tuned models are
+not saved (that needs TensorFlow's SavedModel).
 """
 import argparse
 import dataclasses
