@@ -19,6 +19,7 @@ or --peak-tflops). Targets on one H100 at seq 128: electra_small ≥ 10,000 sequ
 ≥ 2,000 sequences/s.
 """
 import argparse
+import json
 import os
 import sys
 import time
@@ -72,6 +73,7 @@ def build(args):
                "train_batch_size": args.batch_size, "mixed_precision": args.precision}
     if args.generator_hidden_size is not None:
         hparams["generator_hidden_size"] = args.generator_hidden_size
+    hparams.update(json.loads(getattr(args, "hparams", None) or "{}"))  # bench/gpu_speed.py's --hparams
     config = PretrainingConfig.create(hparams)
     model = build_pretrainer(config, dtype=config.mixed_precision)
     optimizer = build_optimizer(config)

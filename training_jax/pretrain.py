@@ -64,9 +64,10 @@ def weights_file(step):
     return f"weights-{step}.npz"
 
 
-def build(config_path, fused_update=True):
+def build(config_path, fused_update=False):
     """(config, pretrainer, optimizer); `fused_update`: AdamW updates flat vectors (model.optimizers), the
-    same update in a few kernels instead of hundreds."""
+    same update in a few kernels instead of hundreds, at a longer compile (bench/gpu_speed.py measures
+    both; off until a GPU shows it pays)."""
     from configs.pretraining_config import PretrainingConfig
     from pretrain.builder import build_for_training
 
@@ -201,7 +202,7 @@ class Run:
         self.log_every = study["log_every"]
         self.eval_every = arm["eval_every"] if self.sized else study["eval_every"][args.arm]
         self.config, self.model, self.optimizer = build(args.study / (config_file or arm["config_file"]),
-                                                        fused_update=not args.per_variable_update)
+                                                        fused_update=args.flat_update)
         self.device = jax.devices()[0]
         self.state_dir = args.state_dir or args.study / f"state_{args.arm}"
         self.metrics_path = args.out / METRICS_FILE
@@ -520,9 +521,9 @@ def parse_args(argv=None):
                              "saved, this many minutes after the process started (training_jax/fit.py; the "
                              "study's \"fit\" block says with which arms it shares the device)")
     parser.add_argument("--measure-steps", type=int, default=50, help="--fit-minutes: the steps it times")
-    parser.add_argument("--per-variable-update", action="store_true",
-                        help="update and clip each variable on its own (as run_pretraining.py does) instead of the "
-                             "flat AdamW update: the same update, hundreds more kernels; for comparisons")
+    parser.add_argument("--flat-update", action="store_true",
+                        help="AdamW on flat vectors with one global norm (AdamWeightDecay(fused=True)): the same "
+                             "update in a few kernels instead of several per variable, but a longer compile")
     parser.add_argument("--steps-per-dispatch", type=int, default=0, metavar="K",
                         help="updates run by one dispatch of the compiled step (lax.scan; the same updates bit for "
                              "bit); 0: 1 on the CPU, else the largest divisor of the log window up to 32")

@@ -1,0 +1,198 @@
+"""Today's and the new JAX pretraining step side by side in one run, then the fine-tuning speed (issue 33).
+
+    # on a lent GPU (JAX, Keras, NumPy; no TensorFlow), at most ~2 minutes:
+    KERAS_BACKEND=jax python -m bench.gpu_speed --model-size electra_small --batch-size 128 \\
+        --precision mixed_bfloat16 --seconds 10
+    # here, a smoke run of the script itself (tests/test_bench_gpu_speed.py runs it on a micro model):
+    KERAS_BACKEND=jax JAX_PLATFORMS=cpu python -m bench.gpu_speed --model-size electra_tiny --batch-size 8 \\
+        --seconds 2 --steps-per-dispatch 4
+
+Variants of the same update (the same model, masking, sampling, losses and optimizer; the same numbers up to
+float32 rounding, which tests/test_jax_step_blocks.py, tests/test_optimization.py and tests/test_step_kernels.py
+check):
+  today                 one dispatch per step, Q/K/V by three matmuls, Gumbel-max through top_k, AdamW per variable
+  new                   what training_jax.pretrain runs by default: --steps-per-dispatch updates per dispatch
+                        (lax.scan), one Q/K/V matmul, argmax
+  new + flat update     and AdamW on flat vectors with one global norm (training_jax.pretrain --flat-update)
+and with --ablations "new" with each change taken out alone. Each variant compiles its own program: the first
+block (compile + run) is reported apart, then steps/s over --seconds of blocks, its analytic TFLOP/s
+(bench/flops.py) and share of the device's dense bf16 peak, and the lowered step's structure (dot_general,
+sort/top_k and reduce counts), which the CPU can check too. Fine-tuning: bench/finetune_jax_speed.py.
+"""
+import argparse
+import contextlib
+import os
+import re
+import sys
+import time
+
+os.environ.setdefault("KERAS_BACKEND", "jax")
+
+DEFAULT_CHANGES = ("blocks", "qkv", "argmax")  # what training_jax.pretrain runs
+CHANGES = DEFAULT_CHANGES + ("flat_update",)
+
+
+@contextlib.contextmanager
+def step_pieces(changes):
+    """Today's Q/K/V and top_k put back unless "qkv" / "argmax" are in `changes`, while a step is traced."""
+    from model import attention
+    from pretrain import metrics, sampling
+
+    saved = attention.SelfAttention.project_qkv, sampling.argmax_last_axis
+    if "qkv" not in changes:
+        attention.SelfAttention.project_qkv = lambda self, hidden: (self.query(hidden), self.key(hidden),
+                                                                    self.value(hidden))
+    if "argmax" not in changes:
+        from keras import ops
+
+        def top_k_argmax(values):
+            return ops.cast(ops.top_k(values, 1)[1][..., 0], "int32")
+
+        sampling.argmax_last_axis = metrics.argmax_last_axis = top_k_argmax
+    try:
+        yield
+    finally:
+        attention.SelfAttention.project_qkv = saved[0]
+        sampling.argmax_last_axis = metrics.argmax_last_axis = saved[1]
+
+
+def lowered_structure(lowered_text):
+    """Counts in a lowered (StableHLO) program: matmuls, sorts / top_k, reductions."""
+    return {"dot_general": len(re.findall(r"stablehlo\.dot_general", lowered_text)),
+            "sort_or_top_k": len(re.findall(r"stablehlo\.sort|top_k|TopK", lowered_text)),
+            "reduce": len(re.findall(r"stablehlo\.reduce[ (]", lowered_text))}
+
+
+def measure_variant(args, name, changes, examples_np, device, timed=True):
+    """{variant, steps_per_dispatch, compile_s, steps_per_s, structure, ...} of one way of stepping; with
+    timed=False only the lowered step's structure (no compile)."""
+    import jax
+    import numpy as np
+
+    from bench.pretrain_step_gpu import build
+    from training_jax.pretrain import make_functions
+
+    with step_pieces(changes):
+        config, model, optimizer = build(args)
+        if hasattr(optimizer, "fused"):
+            optimizer.fused = "flat_update" in changes
+        train, _, zero_stats = make_functions(model, optimizer)
+        examples = {k: jax.device_put(v, device) for k, v in examples_np.items()}
+        state = jax.device_put(([v.value for v in model.trainable_variables],
+                                [v.value for v in model.non_trainable_variables],
+                                [v.value for v in optimizer.variables]), device)
+        stats = jax.device_put(zero_stats(state, examples, args.batch_size), device)
+        schedule = jax.device_put(np.array([1e6, 1e4], "float32"), device)
+        k = args.steps_per_dispatch if "blocks" in changes else 1
+        rng = np.random.default_rng(0)
+
+        def indices():
+            return jax.device_put(rng.integers(0, len(examples_np["input_ids"]), (k, args.batch_size))
+                                  .astype("int32"), device)
+
+        structure = lowered_structure(train.lower(state, stats, examples, indices(), schedule).as_text())
+        if not timed:
+            return {"variant": name, "steps_per_dispatch": k, "structure": structure}
+        start = time.perf_counter()
+        state, stats, loss = train(state, stats, examples, indices(), schedule)
+        loss.block_until_ready()
+        compile_s = time.perf_counter() - start
+    blocks, start = 0, time.perf_counter()
+    while time.perf_counter() - start < args.seconds or blocks < 2:
+        state, stats, loss = train(state, stats, examples, indices(), schedule)
+        blocks += 1
+        if blocks % 8 == 0:
+            loss.block_until_ready()
+    loss.block_until_ready()
+    elapsed = time.perf_counter() - start
+    return {"variant": name, "steps_per_dispatch": k, "compile_s": compile_s,
+            "steps_per_s": blocks * k / elapsed, "loss": float(loss), "structure": structure}
+
+
+def variants(ablations):
+    """{name: changes}: today's, the default, with the flat update; with `ablations` the default less each."""
+    chosen = {"today": (), "new": DEFAULT_CHANGES, "new + flat update": CHANGES}
+    if ablations:
+        chosen.update({f"new without {change}": tuple(c for c in DEFAULT_CHANGES if c != change)
+                       for change in DEFAULT_CHANGES})
+    return chosen
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--model-size", default="electra_small")
+    parser.add_argument("--batch-size", type=int, default=128)
+    parser.add_argument("--seq-length", type=int, default=128)
+    parser.add_argument("--precision", default="mixed_bfloat16", choices=("float32", "mixed_bfloat16"))
+    parser.add_argument("--generator-hidden-size", type=float, default=None)
+    parser.add_argument("--hparams", default=None, help="JSON of further PretrainingConfig fields (a micro model)")
+    parser.add_argument("--steps-per-dispatch", type=int, default=25)
+    parser.add_argument("--seconds", type=float, default=10.0, help="timed seconds per variant, after its compile")
+    parser.add_argument("--examples", type=int, default=4096, help="synthetic examples resident on the device")
+    parser.add_argument("--ablations", action="store_true", help="also new with each change taken out alone")
+    parser.add_argument("--variants", default=None, help="comma-separated names to measure (default: all)")
+    parser.add_argument("--no-finetuning", action="store_true")
+    parser.add_argument("--peak-tflops", type=float, default=None)
+    return parser.parse_args(argv)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+
+    import jax
+    import keras
+    import numpy as np
+
+    from bench.flops import config_breakdown, train_flops
+    from bench.pretrain_step_gpu import build, device_peak_tflops, synthetic_batch
+
+    if keras.backend.backend() != "jax":
+        sys.exit(f"run with KERAS_BACKEND=jax (got {keras.backend.backend()})")
+    device = jax.devices()[0]
+    print("command: KERAS_BACKEND=jax " + " ".join([os.path.basename(sys.executable), "-m", "bench.gpu_speed",
+                                                     *(argv if argv is not None else sys.argv[1:])]))
+    print(f"device: {device.platform} {device.device_kind}; jax {jax.__version__}, keras {keras.__version__}, "
+          f"numpy {np.__version__}; {time.strftime('%Y-%m-%d')}")
+    config = build(args)[0]
+    flops_per_step = train_flops(config_breakdown(config, args.seq_length)) * args.batch_size
+    peak = args.peak_tflops or device_peak_tflops(device.device_kind)
+    examples = synthetic_batch(np.random.default_rng(0), args.examples, args.seq_length, config.vocab_size)
+    print(f"pretraining: {args.model_size}, batch {args.batch_size} x {args.seq_length}, {args.precision}, "
+          f"{flops_per_step:.3e} FLOPs per step (bench/flops.py), peak {peak or 'unknown'} TFLOP/s")
+    chosen = variants(args.ablations)
+    names = args.variants.split(",") if args.variants else list(chosen)
+    unknown = sorted(set(names) - set(chosen))
+    if unknown:
+        sys.exit(f"--variants: no variant {unknown}; give some of {', '.join(chosen)}")
+    rows = [measure_variant(args, name, chosen[name], examples, device) for name in names]
+    print("| variant | steps/dispatch | compile s | steps/s | x today | TFLOP/s | of bf16 peak | dot_general | "
+          "sort/top_k | reduce |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for row in rows:
+        tflops = row["steps_per_s"] * flops_per_step / 1e12
+        share = f"{tflops / peak:.1%}" if peak else "n/a"
+        s = row["structure"]
+        print(f"| {row['variant']} | {row['steps_per_dispatch']} | {row['compile_s']:.1f} | {row['steps_per_s']:.1f} | "
+              f"{row['steps_per_s'] / rows[0]['steps_per_s']:.2f} | {tflops:.1f} | {share} | {s['dot_general']} | "
+              f"{s['sort_or_top_k']} | {s['reduce']} |")
+    if not all(np.isfinite(row["loss"]) for row in rows):
+        sys.exit("a variant's loss is not finite")
+    if not args.no_finetuning:
+        finetuning(args)
+    if "tensorflow" in sys.modules and sys.modules["tensorflow"] is not None:
+        sys.exit("tensorflow was imported: this benchmark must run without it")
+    return rows
+
+
+def finetuning(args):
+    """bench/finetune_jax_speed.py's side-by-side, when that module is there."""
+    try:
+        from bench import finetune_jax_speed
+    except ImportError:
+        print("fine-tuning: bench/finetune_jax_speed.py is not there; skipped")
+        return None
+    return finetune_jax_speed.main(["--model-size", args.model_size])
+
+
+if __name__ == "__main__":
+    main()
