@@ -3,6 +3,7 @@ side in one run.
 
     ELECTRA_SHARED_DATA=../shared/data python -m bench.predict_vs_hf [--work-dir runs/bench_predict]
         [--hf-batch-sizes 1,8,32,64,128] [--batch-size 64] [--train-steps 30] [--repeats 3] [--threads 2]
+        [--skip predict] [--train-settings bucketed,random,random-inline,hf,hf-grouped]
 
 Prepared once in --work-dir (reused by later runs): a randomly initialised electra_small model folder with
 BERT's uncased vocabulary (speed does not depend on the weights), fine-tuned a few steps on SST-2 by
@@ -21,7 +22,11 @@ ours on [CLS], about 0.1% of the model's multiply-adds at these lengths).
    longest: exactly Hugging Face's dynamic padding); Hugging Face's Trainer with DataCollatorWithPadding
    (random batches padded to their longest) and with train_sampling_strategy "group_by_length" (its own
    length-grouped sampler: megabatches of 50 batches sorted by length).
-   --train-steps timed updates after --warmup-steps untimed ones.
+   --train-steps timed updates after --warmup-steps untimed ones. --train-settings picks the settings;
+   "random-inline" is ours with TFTrainer's compiled_update off (the optimizer update run inline in the
+   step, as before it was compiled), so the step before and after can be compared in one run.
+   Ours turns oneDNN on where TensorFlow leaves it off (AVX2-only CPUs), as run_finetuning.py does
+   (training.cpu_features.turn_on_onednn; TF_ENABLE_ONEDNN_OPTS=0 in the environment keeps it off).
 
 Every measurement runs in a fresh process with --threads threads: TensorFlow's intra-op pool (and one
 inter-op thread when --threads is 1), PyTorch's torch.set_num_threads and set_num_interop_threads;
@@ -163,6 +168,9 @@ def worker_ours_train(args):
     """Updates/s of the fine-tuning step run_finetuning.py runs, on SST-2 training batches."""
     import dataclasses
 
+    from training.cpu_features import turn_on_onednn
+
+    turn_on_onednn(quiet=True)  # as run_finetuning.py does, before TensorFlow is imported
     import keras
     import numpy as np
 
@@ -184,7 +192,8 @@ def worker_ours_train(args):
     keras.utils.set_random_seed(args.seed)
     encoder = build_encoder(pretrained.model_config)
     model = FinetuningModel(encoder, {"sst": make_head(task, encoder.hidden_size, config)})
-    trainer = TFTrainer(model, [task], build_optimizer(config, 10000, encoder.num_layers), config)
+    trainer = TFTrainer(model, [task], build_optimizer(config, 10000, encoder.num_layers), config,
+                        compiled_update=getattr(args, "compiled_update", True))
     batches = []
     rng = np.random.default_rng(args.seed)
     while len(batches) < args.warmup_steps + args.steps:
@@ -277,6 +286,8 @@ def main(argv=None):
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=os.cpu_count())
     parser.add_argument("--skip", default="", help="comma-separated: predict, train")
+    parser.add_argument("--train-settings", default="bucketed,random,hf,hf-grouped",
+                        help=f"comma-separated fine-tuning settings to measure, of: {', '.join(TRAIN_SETTINGS)}")
     parser.add_argument("--worker", choices=sorted(WORKERS), help=argparse.SUPPRESS)
     parser.add_argument("--worker-args", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -337,32 +348,47 @@ def predictions(args):
             "ratio": medians["ours"] / medians[best]}
 
 
-TRAIN_SETTINGS = (("ours, bucketed (pools of 50)", "ours-train", {"pool_batches": 50}),
-                  ("ours, random batches padded to their longest", "ours-train", {"pool_batches": 1}),
-                  ("Hugging Face Trainer, DataCollatorWithPadding", "hf-train", {"group_by_length": False}),
-                  ("Hugging Face Trainer, DataCollatorWithPadding + train_sampling_strategy group_by_length",
-                   "hf-train", {"group_by_length": True}))
+# key: (label, worker, its extra arguments)
+TRAIN_SETTINGS = {
+    "bucketed": ("ours, bucketed (pools of 50)", "ours-train", {"pool_batches": 50}),
+    "random": ("ours, random batches padded to their longest", "ours-train", {"pool_batches": 1}),
+    "random-inline": ("ours, random batches, the optimizer update inline (compiled_update off: the step before)",
+                      "ours-train", {"pool_batches": 1, "compiled_update": False}),
+    "hf": ("Hugging Face Trainer, DataCollatorWithPadding", "hf-train", {"group_by_length": False}),
+    "hf-grouped": ("Hugging Face Trainer, DataCollatorWithPadding + train_sampling_strategy group_by_length",
+                   "hf-train", {"group_by_length": True}),
+}
+# (numerator, denominator, what the ratio compares), printed when both were measured
+TRAIN_RATIOS = (("bucketed", "hf", "ours bucketed / Hugging Face dynamic padding"),
+                ("random", "hf", "ours random batches / Hugging Face dynamic padding (the same padding)"),
+                ("random-inline", "hf", "ours random batches, update inline / Hugging Face dynamic padding"),
+                ("random", "random-inline", "ours random batches: compiled update / update inline"),
+                ("bucketed", "hf-grouped", "ours bucketed / Hugging Face group_by_length (both length-grouped)"))
 
 
 def updates(args):
-    rates = {label: [] for label, _, _ in TRAIN_SETTINGS}
-    lengths = {label: [] for label, _, _ in TRAIN_SETTINGS}
+    keys = args.train_settings.split(",")
+    unknown = sorted(set(keys) - set(TRAIN_SETTINGS))
+    if unknown:
+        sys.exit(f"--train-settings: unknown {', '.join(unknown)}; choose from {', '.join(TRAIN_SETTINGS)}")
+    rates, lengths = {key: [] for key in keys}, {key: [] for key in keys}
     for repeat in range(args.repeats):
-        for label, worker, extra in TRAIN_SETTINGS:
+        for key in keys:
+            _, worker, extra = TRAIN_SETTINGS[key]
             result = spawn(worker, args, seed=repeat, **extra)
-            rates[label].append(result["steps"] / result["seconds"])
-            lengths[label].append(result["mean_length"])
-        print(f"  fine-tuning, repeat {repeat + 1}: " + "; ".join(f"{label} {rates[label][-1]:.2f}"
-                                                                  for label in rates), flush=True)
-    medians = {label: statistics.median(values) for label, values in rates.items()}
+            rates[key].append(result["steps"] / result["seconds"])
+            lengths[key].append(result["mean_length"])
+        print(f"  fine-tuning, repeat {repeat + 1}: " + "; ".join(f"{key} {rates[key][-1]:.2f}" for key in keys),
+              flush=True)
+    medians = {key: statistics.median(values) for key, values in rates.items()}
     print(f"\nFine-tuning on SST-2's training set, batch 32 (updates/s, median of {args.repeats}; mean padded length):")
-    for label in rates:
-        print(f"  {label}: {medians[label]:.2f} ({', '.join(f'{r:.2f}' for r in rates[label])}); "
-              f"length {statistics.mean(lengths[label]):.1f}")
-    ours, random_ours, hf, hf_grouped = (medians[label] for label, _, _ in TRAIN_SETTINGS)
-    print(f"  ours bucketed / Hugging Face dynamic padding: {ours / hf:.2f}x")
-    print(f"  ours random batches / Hugging Face dynamic padding (the same padding): {random_ours / hf:.2f}x")
-    print(f"  ours bucketed / Hugging Face group_by_length (both length-grouped): {ours / hf_grouped:.2f}x", flush=True)
+    for key in keys:
+        print(f"  {TRAIN_SETTINGS[key][0]}: {medians[key]:.2f} ({', '.join(f'{r:.2f}' for r in rates[key])}); "
+              f"length {statistics.mean(lengths[key]):.1f}")
+    for numerator, denominator, label in TRAIN_RATIOS:
+        if numerator in medians and denominator in medians:
+            print(f"  {label}: {medians[numerator] / medians[denominator]:.2f}x")
+    sys.stdout.flush()
     return {"rates": rates, "lengths": lengths}
 
 

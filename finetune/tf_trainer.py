@@ -3,6 +3,13 @@ batches that mix the tasks) and one per task for prediction.
 
 Eager NumPy batches of varying length are fed through an input signature that leaves batch and length
 free, so length-bucketed batches do not retrace (use_xla compiles each new shape instead).
+
+`compiled_update` (on by default): the optimizer's update (clipping, schedule, AdamW, the moments) runs
+as one XLA-compiled function inside the step. Its inputs are the variables and their dense gradients,
+whose shapes never change, so it compiles once per task whatever the batch shapes; XLA fuses each
+variable's chain of elementwise ops (about ten passes over memory each) into one. The forward and
+backward passes stay TensorFlow's (oneDNN matmuls; XLA's CPU matmuls are slower, docs/benchmarks.md).
+Same numbers within float32 rounding (XLA sums the clipping norm in another order), tested.
 """
 import tensorflow as tf
 
@@ -17,19 +24,31 @@ def _signature(batch):
 class TFTrainer(BaseTrainer):
     """Compiled train and predict steps for a FinetuningModel and its tasks under TensorFlow."""
 
-    def __init__(self, model, tasks, optimizer, config):
+    def __init__(self, model, tasks, optimizer, config, compiled_update=True):
         super().__init__(model, tasks, optimizer, config)
-        self._train_steps, self._predict_steps = {}, {}
+        self.compiled_update = compiled_update and not config.use_xla  # use_xla compiles the whole step
+        self._train_steps, self._predict_steps, self._updates = {}, {}, {}
+
+    def _update_fn(self, variables):
+        """apply_gradients on `variables`: one XLA function (compiled_update), else inline in the step."""
+        def update(gradients):
+            self.optimizer.apply_gradients(zip(gradients, variables))
+
+        return tf.function(update, jit_compile=True) if self.compiled_update else update
+
+    def update_tracing_counts(self):
+        """{task name: times its compiled update was traced} (each trace is one XLA compile)."""
+        return {name: update.experimental_get_tracing_count() for name, update in self._updates.items()}
 
     def _train_fn(self, task, batch):
         if task.name not in self._train_steps:
             variables = self.trained_variables(task)
+            update = self._updates[task.name] = self._update_fn(variables)
 
             def step(inputs):
                 with tf.GradientTape() as tape:
                     loss = self.batch_loss(task, inputs)
-                gradients = tape.gradient(loss, variables)
-                self.optimizer.apply_gradients(zip(gradients, variables))
+                update(tape.gradient(loss, variables))
                 return loss
 
             self._train_steps[task.name] = tf.function(step, input_signature=[_signature(batch)],
