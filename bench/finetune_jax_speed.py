@@ -196,6 +196,7 @@ def main(argv=None):
                         help="how many of them the old way trains (one process per job, one after another)")
     parser.add_argument("--tasks", default=",".join(GLUE_SIZES))
     parser.add_argument("--scale", type=float, default=0.02, help="synthetic tasks: GLUE's sizes times this")
+    parser.add_argument("--synthetic-length", type=int, default=128, help="synthetic tasks: max_seq_length")
     parser.add_argument("--seeds", type=int, default=1)
     parser.add_argument("--hparams", default="", help="FinetuningConfig overrides (JSON) for both ways")
     parser.add_argument("--ways", default="before,after")
@@ -204,7 +205,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     results = measure(args.work, args.tasks_dir, args.model_size, args.models, tuple(args.tasks.split(",")),
                       args.scale, args.seeds, json.loads(args.hparams) if args.hparams else None,
-                      tuple(args.ways.split(",")), before_models=args.before_models)
+                      tuple(args.ways.split(",")), args.synthetic_length, args.before_models)
     print(f"device {results['device']}; {args.model_size}, {args.models} models, tasks {args.tasks}, "
           f"{args.seeds} seed(s){'' if args.tasks_dir else f', synthetic at scale {args.scale}'}")
     print(table(results))

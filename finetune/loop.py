@@ -18,7 +18,6 @@ import numpy as np
 
 from data.progress import ProgressLine
 from finetune import batches as batches_lib
-from finetune.batches import EXAMPLE_WEIGHT
 from finetune.losses import example_losses, mixed_example_losses, mixed_loss, task_loss
 from finetune.tasks import SPAN
 from model.optimizers import create_optimizer
@@ -89,10 +88,10 @@ class BaseTrainer:
         mixed = isinstance(task, MixedTasks)
         outputs = _in_float32(self.model(inputs, task_name=None if mixed else task.name, training=True))
         config = self.config
-        if EXAMPLE_WEIGHT in inputs:
+        if batches_lib.EXAMPLE_WEIGHT in inputs:
             losses = (mixed_example_losses(task.tasks, outputs, inputs, config.answerable_weight) if mixed
                       else example_losses(task, outputs, inputs, config.answerable_weight))
-            return weighted_loss(losses, inputs[EXAMPLE_WEIGHT], config.loss_reduction)
+            return weighted_loss(losses, inputs[batches_lib.EXAMPLE_WEIGHT], config.loss_reduction)
         if mixed:
             return mixed_loss(task.tasks, outputs, inputs, config.answerable_weight, config.loss_reduction)
         return self.loss(task, outputs, inputs)

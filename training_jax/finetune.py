@@ -93,7 +93,7 @@ class JaxTrainer(BaseTrainer):
                  timings=None):
         super().__init__(model, tasks, optimizer, config)
         self._state, self.timings = None, timings
-        self.programs = {} if programs is None else programs
+        self.programs, self._found = ({} if programs is None else programs), {}
         self.fixed_shapes = fixed_shapes
         schedule = optimizer._learning_rate
         self._sized = with_sized_schedule(optimizer) if sized_steps else None
@@ -137,10 +137,14 @@ class JaxTrainer(BaseTrainer):
         return repr(key)
 
     def _program(self, purpose, task, build):
-        key = self.program_key(purpose, task)
-        if key not in self.programs:
-            self.programs[key] = build()
-        return self.programs[key]
+        """The shared program for `key`, built if none yet; found once per trainer, purpose and task (the
+        key takes milliseconds to make, a step can take less)."""
+        if (purpose, task.name) not in self._found:
+            key = self.program_key(purpose, task)
+            if key not in self.programs:
+                self.programs[key] = build()
+            self._found[purpose, task.name] = self.programs[key]
+        return self._found[purpose, task.name]
 
     def _train_fn(self, task):
         return self._program("train", task, lambda: self._build_train_fn(task))
