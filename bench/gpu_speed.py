@@ -105,6 +105,10 @@ def measure_variant(args, name, changes, examples_np, device, timed=True):
             loss.block_until_ready()
     loss.block_until_ready()
     elapsed = time.perf_counter() - start
+    if args.profile:  # a device trace of one block (xplane.pb: open with xprof / TensorBoard's profile plugin)
+        with jax.profiler.trace(os.path.join(args.profile, re.sub(r"\W+", "_", name))):
+            state, stats, loss = train(state, stats, examples, indices(), schedule)
+            loss.block_until_ready()
     return {"variant": name, "steps_per_dispatch": k, "compile_s": compile_s,
             "steps_per_s": blocks * k / elapsed, "loss": float(loss), "structure": structure}
 
@@ -133,6 +137,8 @@ def parse_args(argv=None):
     parser.add_argument("--variants", default=None, help="comma-separated names to measure (default: all)")
     parser.add_argument("--no-finetuning", action="store_true")
     parser.add_argument("--peak-tflops", type=float, default=None)
+    parser.add_argument("--profile", default=None, metavar="DIR",
+                        help="also write a jax.profiler trace of one block of each variant under DIR/<variant>")
     return parser.parse_args(argv)
 
 

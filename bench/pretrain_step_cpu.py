@@ -2,7 +2,8 @@
 
     .venv/bin/python -m bench.pretrain_step_cpu [--steps 3] [--warmup 1] [--batch-size 128]
         [--variants tf-fp32-xla,tf-fp32,tf-bf16-xla,tf-bf16,hf-fp32] [--threads 2]
-    (also tf-fp32-fuse, tf-bf16-fuse: the config option xla_fuse_elementwise, training/xla_fusion.py)
+    (also tf-fp32-fuse, tf-bf16-fuse: the config option xla_fuse_elementwise, training/xla_fusion.py;
+    tf-fp32-3qkv, tf-bf16-3qkv: Q/K/V by three matmuls, as before model/attention.py's one-matmul projection)
 
 One run measures, each in its own subprocess (so TensorFlow's and PyTorch's thread pools never
 compete), one after the other:
@@ -26,6 +27,7 @@ sequences/s, tokens/s, TFLOP/s achieved (analytic FLOPs × sequences/s), the fra
 peak of the variant's precision and of the float32 peak, and the ratio to the Hugging Face baseline.
 """
 import argparse
+import contextlib
 import json
 import os
 import pathlib
@@ -37,7 +39,8 @@ import time
 REPO = pathlib.Path(__file__).resolve().parents[1]
 
 
-VARIANTS = ("tf-fp32-xla", "tf-fp32", "tf-fp32-fuse", "tf-bf16-xla", "tf-bf16", "tf-bf16-fuse", "hf-fp32")
+VARIANTS = ("tf-fp32-xla", "tf-fp32", "tf-fp32-fuse", "tf-bf16-xla", "tf-bf16", "tf-bf16-fuse", "hf-fp32",
+            "tf-fp32-3qkv", "tf-bf16-3qkv")
 DEFAULT_VARIANTS = "tf-fp32-xla,tf-fp32,tf-bf16-xla,tf-bf16,hf-fp32"
 PEAK_N = 4096
 PEAK_REPS = 5
@@ -278,7 +281,12 @@ def run_worker(args):
             from training.xla_fusion import fuse_elementwise_with_xla
 
             fuse_elementwise_with_xla(quiet=True)  # before worker_tf imports TensorFlow
-        result = worker_tf(args, "bf16" if "bf16" in name else "fp32", name.endswith("-xla"))
+        with contextlib.ExitStack() as stack:
+            if name.endswith("-3qkv"):  # Q/K/V by three matmuls, as before the one-matmul projection
+                from bench.gpu_speed import step_pieces
+
+                stack.enter_context(step_pieces(("argmax",)))
+            result = worker_tf(args, "bf16" if "bf16" in name else "fp32", name.endswith("-xla"))
     elif name == "hf-fp32":
         result = worker_hf(args)
     else:
