@@ -23,6 +23,7 @@ import argparse
 import contextlib
 import os
 import re
+import shlex
 import sys
 import time
 
@@ -136,6 +137,8 @@ def parse_args(argv=None):
     parser.add_argument("--ablations", action="store_true", help="also new with each change taken out alone")
     parser.add_argument("--variants", default=None, help="comma-separated names to measure (default: all)")
     parser.add_argument("--no-finetuning", action="store_true")
+    parser.add_argument("--finetune-args", default="--model-size electra_small --models 3 --before-models 1",
+                        help="bench/finetune_jax_speed.py's arguments for the fine-tuning half")
     parser.add_argument("--peak-tflops", type=float, default=None)
     parser.add_argument("--profile", default=None, metavar="DIR",
                         help="also write a jax.profiler trace of one block of each variant under DIR/<variant>")
@@ -191,13 +194,11 @@ def main(argv=None):
 
 
 def finetuning(args):
-    """bench/finetune_jax_speed.py's side-by-side, when that module is there."""
-    try:
-        from bench import finetune_jax_speed
-    except ImportError:
-        print("fine-tuning: bench/finetune_jax_speed.py is not there; skipped")
-        return None
-    return finetune_jax_speed.main(["--model-size", args.model_size])
+    """bench/finetune_jax_speed.py's side-by-side (the way before against one process for all models)."""
+    from bench import finetune_jax_speed
+
+    print(f"fine-tuning: python -m bench.finetune_jax_speed {args.finetune_args}", flush=True)
+    return finetune_jax_speed.main(shlex.split(args.finetune_args))
 
 
 if __name__ == "__main__":
