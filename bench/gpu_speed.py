@@ -37,24 +37,18 @@ CHANGES = DEFAULT_CHANGES + ("flat_update",)
 def step_pieces(changes):
     """Today's Q/K/V and top_k put back unless "qkv" / "argmax" are in `changes`, while a step is traced."""
     from model import attention
-    from pretrain import metrics, sampling
+    from pretrain import sampling
 
-    saved = attention.SelfAttention.project_qkv, sampling.argmax_last_axis
+    saved = attention.SelfAttention.project_qkv, sampling.argmax_by_top_k
     if "qkv" not in changes:
         attention.SelfAttention.project_qkv = lambda self, hidden: (self.query(hidden), self.key(hidden),
                                                                     self.value(hidden))
-    if "argmax" not in changes:
-        from keras import ops
-
-        def top_k_argmax(values):
-            return ops.cast(ops.top_k(values, 1)[1][..., 0], "int32")
-
-        sampling.argmax_last_axis = metrics.argmax_last_axis = top_k_argmax
+    # the product picks by device (top_k on a CPU); a variant says which, wherever it runs
+    sampling.argmax_by_top_k = lambda: "argmax" not in changes
     try:
         yield
     finally:
-        attention.SelfAttention.project_qkv = saved[0]
-        sampling.argmax_last_axis = metrics.argmax_last_axis = saved[1]
+        attention.SelfAttention.project_qkv, sampling.argmax_by_top_k = saved
 
 
 def lowered_structure(lowered_text):

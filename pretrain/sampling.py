@@ -1,4 +1,6 @@
 """Sampling fakes from the generator and building the discriminator's input, as the original did."""
+import functools
+
 import keras
 from keras import ops
 from keras import random
@@ -9,15 +11,19 @@ DISALLOW_PENALTY = 1000.0  # the original subtracts 1000 from the disallowed log
 
 
 def argmax_last_axis(values):
-    """argmax over the last axis (the first of equal maxima), as int32.
+    """argmax over the last axis (the first of equal maxima), as int32: through top_k or a reduction,
+    the same index either way (tests/test_step_kernels.py), whichever is faster where the step runs."""
+    if argmax_by_top_k():
+        return ops.cast(ops.top_k(values, 1)[1][..., 0], "int32")
+    return ops.cast(ops.argmax(values, axis=-1), "int32")
 
-    Under TensorFlow through top_k: the same index as ops.argmax, about 3× faster on its CPU kernels, where
-    Keras' argmax adds a negative-zero fix-up pass over the whole [batch, n, vocabulary] tensor. Elsewhere
-    ops.argmax: one reduction, where XLA on a GPU sorts for a top_k.
-    """
-    if keras.backend.backend() != "tensorflow":
-        return ops.cast(ops.argmax(values, axis=-1), "int32")
-    return ops.cast(ops.top_k(values, 1)[1][..., 0], "int32")
+
+@functools.cache
+def argmax_by_top_k():
+    """True under TensorFlow and on a CPU: top_k, about 3x faster there than ops.argmax, which adds a
+    negative-zero fix-up pass over the whole [batch, n, vocabulary] tensor on CPUs. False on an accelerator
+    under JAX: ops.argmax is one reduction there, where XLA sorts for a top_k."""
+    return keras.backend.backend() == "tensorflow" or keras.distribution.list_devices()[0].startswith("cpu")
 
 
 def gumbel_noise(shape, seed):

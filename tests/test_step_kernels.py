@@ -1,5 +1,5 @@
 """The pretraining step's faster kernels compute what the plain ones did: the one-matmul Q/K/V projection
-equals the three Dense layers, and argmax equals the top_k route the TensorFlow backend keeps."""
+equals the three Dense layers, and the argmax of an accelerator equals the top_k route of TensorFlow and CPUs."""
 import numpy as np
 import pytest
 from keras import ops
@@ -25,8 +25,8 @@ def test_one_qkv_matmul_equals_the_three_dense_layers(policy, tolerance):
         assert not np.array_equal(got, np.zeros_like(got))
 
 
-def test_argmax_picks_the_index_top_k_picks_first_of_ties():
-    from pretrain.sampling import argmax_last_axis
+def test_argmax_picks_the_index_top_k_picks_first_of_ties(monkeypatch):
+    from pretrain import sampling
 
     rng = np.random.default_rng(0)
     values = rng.normal(size=(3, 5, 50)).astype("float32")
@@ -34,5 +34,8 @@ def test_argmax_picks_the_index_top_k_picks_first_of_ties():
     by_top_k = ops.convert_to_numpy(ops.top_k(values, 1)[1][..., 0])
     by_argmax = ops.convert_to_numpy(ops.argmax(values, axis=-1))
     np.testing.assert_array_equal(by_top_k, by_argmax)
-    np.testing.assert_array_equal(ops.convert_to_numpy(argmax_last_axis(values)), by_argmax)
     assert by_argmax[0, 0] == 3
+    assert sampling.argmax_by_top_k()  # TensorFlow (and any CPU) keeps top_k
+    for route in (True, False):
+        monkeypatch.setattr(sampling, "argmax_by_top_k", lambda: route)
+        np.testing.assert_array_equal(ops.convert_to_numpy(sampling.argmax_last_axis(values)), by_argmax)
