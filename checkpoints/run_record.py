@@ -81,8 +81,9 @@ def differences(used, expected, ignore=()):
 
 def check_config(used, expected, source, what, sizing=None, fix="import it with the config it was trained with"):
     """InputError, one line naming `source` and ending in `fix`, unless `used` is `expected` (places aside)
-    or, with `sizing` ({"budgets", "warmup_fraction"}: the export's fit block), a sizing of it to fewer
-    steps. Returns a note for a run sized shorter than `expected`, else None."""
+    or, with `sizing` ({"budgets", "warmup_fraction"}: the export's fit block), a sizing of it to as many
+    steps or fewer (a sizing that reaches the planned steps still moves the checkpoints and evaluations).
+    Returns a note for a sized run, else None."""
     other = differences(used, expected, ignore=STEP_FIELDS)
     if other:
         raise InputError(f"{source}: trained with another config than {what} ({shown(other, used, expected)}); {fix}")
@@ -90,7 +91,7 @@ def check_config(used, expected, source, what, sizing=None, fix="import it with 
     if not schedule:
         return None
     steps, planned = used["num_train_steps"], expected["num_train_steps"]
-    if sizing and steps < planned and not differences(
+    if sizing and steps <= planned and not differences(
             used, sized(expected, steps, sizing["budgets"], sizing["warmup_fraction"])):
         return f"{source}: the run was sized to {steps} of the planned {planned} steps (its schedule as sized)"
     raise InputError(f"{source}: trained another schedule than {what} ({shown(schedule, used, expected)}), and not "

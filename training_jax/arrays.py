@@ -2,8 +2,12 @@
 
 Packing writes [CLS] A [SEP] (B [SEP]) then padding, so an example is its ids, its length (the mask is a
 prefix) and where segment B starts (segment ids are 1 from there to the end of the example): uint16 ids
-and two int32 per row instead of three int32 rows.
+and two int32 per row instead of three int32 rows. The training arrays travel as <name>.xz (an .npz
+compressed by xz, Python's lzma): smaller than np.savez_compressed's deflate (docs/jax_gpu.md#sizes); an
+older export's plain .npz is read as before.
 """
+import io
+import lzma
 import pathlib
 
 import numpy as np
@@ -36,6 +40,35 @@ def unpack_examples(arrays):
     lengths, b_start = arrays["lengths"][:, None], arrays["b_start"][:, None]
     return {"input_ids": input_ids, "input_mask": (positions < lengths).astype("int32"),
             "segment_ids": ((positions >= b_start) & (positions < lengths)).astype("int32")}
+
+
+def xz_path(path):
+    return pathlib.Path(f"{path}.xz")
+
+
+def save_packed(path, packed):
+    """`packed` ({name: array}) as <path>.xz: the .npz np.savez writes, compressed by xz; returns that file."""
+    buffer = io.BytesIO()
+    np.savez(buffer, **packed)
+    target = xz_path(path)
+    target.write_bytes(lzma.compress(buffer.getvalue(), preset=6))
+    return target
+
+
+def load_packed(path):
+    """{name: array} of <path>.xz, else of <path> (an older export's .npz); InputError when neither is there."""
+    path = pathlib.Path(path)
+    try:
+        if xz_path(path).is_file():
+            data = io.BytesIO(lzma.decompress(xz_path(path).read_bytes()))
+        elif path.is_file():
+            data = path
+        else:
+            raise InputError(f"{path}: missing (and no {xz_path(path).name}); carry the whole export folder")
+        with np.load(data, allow_pickle=False) as arrays:
+            return {key: arrays[key] for key in arrays.files}
+    except (lzma.LZMAError, OSError, ValueError) as error:
+        raise InputError(f"{path}: not readable ({error}); export it again or copy it whole") from None
 
 
 def read_weights(files):

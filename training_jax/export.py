@@ -9,7 +9,7 @@ the run's config exactly as run_pretraining.py resolves it.
     python -m checkpoints.import_jax --export jax_export --weights jax_runs/electra_small/weights-N.npz \
         --data-dir electra_data --model-name electra_small_jax
 
-The folder holds config_<arm>.json (the resolved config), train.npz and eval.npz (the training and
+The folder holds config_<arm>.json (the resolved config), train.npz.xz and eval.npz (the training and
 held-out shards as run_pretraining.py splits them: training_jax.arrays' packing), vocab.txt (the dataset's
 vocabulary, so that the import needs nothing else) and study.json, written last: the arms, their
 checkpoint steps, how often to log and evaluate, and (for --fit-minutes) how to size a run. Fine-tuning
@@ -49,19 +49,23 @@ def read_examples(dataset_dir, metadata, files, limit=None):
     return {name: np.concatenate(chunks)[:limit] for name, chunks in parts.items()}
 
 
-def save_examples(path, examples, source):
-    """{input_ids, input_mask, segment_ids} as training_jax's compact arrays in one compressed .npz."""
+def save_examples(path, examples, source, xz=False):
+    """{input_ids, input_mask, segment_ids} as training_jax's compact arrays in one compressed .npz, or with
+    `xz` in <path>.xz (smaller, slower to write: for the training arrays, most of what a device call carries)."""
     import numpy as np
 
-    from training_jax.arrays import pack_examples
+    from training_jax.arrays import pack_examples, save_packed
 
     packed = pack_examples(examples["input_ids"], examples["input_mask"], examples["segment_ids"])
-    np.savez_compressed(path, **packed)
+    if xz:
+        path = save_packed(path, packed)
+    else:
+        np.savez_compressed(path, **packed)
     say(f"{path.name}: {len(packed['input_ids'])} examples from {source}, {path.stat().st_size / 1e6:.1f} MB")
 
 
 def export_examples(out_dir, config, dataset_dir, metadata):
-    """train.npz (the training shards) and eval.npz (the first eval_batch_size × num_eval_steps examples of
+    """train.npz.xz (the training shards) and eval.npz (the first eval_batch_size × num_eval_steps examples of
     the held-out shards), split as run_pretraining.py splits them; returns the held-out count."""
     from training import run_config
 
@@ -71,7 +75,9 @@ def export_examples(out_dir, config, dataset_dir, metadata):
                          "the dataset has one shard); give --hparams '{\"do_eval\": true}' and a dataset of 2 or "
                          "more shards")
     eval_count = config.eval_batch_size * config.num_eval_steps
-    save_examples(out_dir / TRAIN_ARRAYS, read_examples(dataset_dir, metadata, train_files), f"{len(train_files)} shard(s)")
+    (out_dir / TRAIN_ARRAYS).unlink(missing_ok=True)  # an earlier export's, which the reader would not take
+    save_examples(out_dir / TRAIN_ARRAYS, read_examples(dataset_dir, metadata, train_files),
+                  f"{len(train_files)} shard(s)", xz=True)
     save_examples(out_dir / EVAL_ARRAYS, read_examples(dataset_dir, metadata, eval_files, eval_count),
                   f"{len(eval_files)} held-out shard(s)")
     return eval_count
@@ -112,7 +118,15 @@ def export_pretraining(model_name, hparams, data_dir, out_dir, checkpoints=1):
     eval_count = export_examples(out_dir, config, dataset_dir, metadata)
     shutil.copyfile(run_config.vocab_source(metadata, dataset_dir), out_dir / VOCAB_FILE)
     return write_study(out_dir, {model_name: (config, evenly_spaced(config.num_train_steps, checkpoints))},
-                       eval_count)
+                       eval_count, {"fit": fit_record(model_name, config, checkpoints)})
+
+
+def fit_record(model_name, config, checkpoints):
+    """study.json's "fit" block (training_jax.fit): one arm, sized by --fit-minutes to what the minutes allow, at
+    most the config's steps, with the config's own warmup fraction and `checkpoints` evenly spaced weights."""
+    return {"arms": [model_name], "steps_per_unit": {model_name: 1.0}, "budgets": checkpoints,
+            "warmup_fraction": config.num_warmup_steps / config.num_train_steps, "evals": EVALS_PER_RUN,
+            "max_units": config.num_train_steps}
 
 
 def parse_args(argv=None):
@@ -137,9 +151,13 @@ def main(argv=None):
         raise InputError(f"--checkpoints {args.checkpoints}: must be at least 1")
     study = export_pretraining(args.model_name, args.hparams, args.data_dir, args.out, args.checkpoints)
     arm = study["arms"][args.model_name]
+    from training_jax.run import device_line
+
     say(f"wrote {args.out}: {arm['num_train_steps']} steps, weights at {arm['checkpoint_steps']}. On a machine "
         f"with JAX:\n  KERAS_BACKEND=jax python -m training_jax.pretrain --study {args.out} --arm {args.model_name} "
-        f"--out {args.out}/runs/{args.model_name}")
+        f"--out {args.out}/runs/{args.model_name}\nor the time-boxed run in one device call (tasks from python -m "
+        f"finetune.arrays in {args.out}/tasks; carry [\".whl\", \"{args.out}\"], timeout_s 590):\n  "
+        f"{device_line(args.out)}")
     return study
 
 

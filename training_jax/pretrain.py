@@ -38,7 +38,7 @@ from common.atomic import atomic_path
 from common.errors import InputError, exit_on_input_error
 from training_jax import fit
 from training_jax import state as state_lib
-from training_jax.arrays import unpack_examples
+from training_jax.arrays import load_packed, unpack_examples
 
 STUDY_FILE = "study.json"
 TRAIN_ARRAYS = "train.npz"
@@ -203,6 +203,8 @@ class Run:
         self.eval_every = arm["eval_every"] if self.sized else study["eval_every"][args.arm]
         self.config, self.model, self.optimizer = build(args.study / (config_file or arm["config_file"]),
                                                         fused_update=args.flat_update)
+        if args.init_from:  # before the state is taken from the model: the run starts from these weights
+            self.init_from_weights(args.init_from)
         self.device = jax.devices()[0]
         self.state_dir = args.state_dir or args.study / f"state_{args.arm}"
         self.metrics_path = args.out / METRICS_FILE
@@ -211,10 +213,9 @@ class Run:
                  f"{keras.__version__}; {config.num_train_steps} steps of batch {config.train_batch_size}, "
                  f"checkpoints {self.checkpoint_steps}")
 
-        with np.load(args.study / TRAIN_ARRAYS) as packed:
-            self.train_examples = {k: jax.device_put(v, self.device) for k, v in unpack_examples(packed).items()}
-        with np.load(args.study / EVAL_ARRAYS) as packed:
-            eval_examples = unpack_examples(packed)
+        packed = load_packed(args.study / TRAIN_ARRAYS)
+        self.train_examples = {k: jax.device_put(v, self.device) for k, v in unpack_examples(packed).items()}
+        eval_examples = unpack_examples(load_packed(args.study / EVAL_ARRAYS))
         self.num_train = int(self.train_examples["input_ids"].shape[0])
         size = config.eval_batch_size
         self.eval_batches = [{k: jax.device_put(v[i:i + size], self.device) for k, v in eval_examples.items()}
@@ -238,6 +239,16 @@ class Run:
         self.set_schedule_steps()
         self.step, self.wall_before = 0, 0.0
         self.trial = None  # a copy of the initial state that --fit-minutes measures on
+
+    def init_from_weights(self, files):
+        """Every model weight (seed states included) from an earlier run's weights files; the optimizer's
+        moments start fresh (they are not carried back from a device), so the schedule warms up again."""
+        from training_jax.arrays import read_weights
+        from training_jax.weights import assign_weights
+
+        weights = {key: value for key, (value, _) in read_weights(files).items()}
+        assign_weights(self.model, weights, files[0])
+        self.log(f"weights from {', '.join(str(f) for f in files)}; fresh optimizer moments")
 
     def set_schedule_steps(self):
         import jax
@@ -521,6 +532,9 @@ def parse_args(argv=None):
                              "saved, this many minutes after the process started (training_jax/fit.py; the "
                              "study's \"fit\" block says with which arms it shares the device)")
     parser.add_argument("--measure-steps", type=int, default=50, help="--fit-minutes: the steps it times")
+    parser.add_argument("--init-from", type=pathlib.Path, nargs="+", default=None, metavar="NPZ",
+                        help="start from an earlier run's weights files (weights-<step>.npz or all its shards), "
+                             "with fresh optimizer moments; a saved state of this run still wins")
     parser.add_argument("--flat-update", action="store_true",
                         help="AdamW on flat vectors with one global norm (AdamWeightDecay(fused=True)): the same "
                              "update in a few kernels instead of several per variable, but a longer compile")

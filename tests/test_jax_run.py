@@ -1,0 +1,148 @@
+"""python -m training_jax.run: the time-boxed run in one device call, as the export prints it, under the GPU
+image's Python stand-in (no TensorFlow), then imported here and fine-tuned by run_finetuning.py; a run
+continued from the weights it returned starts from exactly them and counts its steps on."""
+import json
+import pathlib
+import shlex
+
+import numpy as np
+import pytest
+
+from tests.helpers import export_tiny_run, run_script_under_jax, write_rte
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+# A micro model: minutes to spare (the run stops at the exported 8 steps), fine-tuning of one short trial.
+TINY = " --minutes 7 --finetune-minutes 2 --seeds 1 --measure-steps 5 --finetune-hparams " + shlex.quote(
+    json.dumps({"max_train_steps": 2}))
+
+
+def wheels(folder):
+    from importlib.metadata import version
+
+    from tests.helpers import repack_wheels
+
+    return repack_wheels([f"{name}=={version(name)}" for name in ("keras", "namex", "optree")], folder)
+
+
+@pytest.fixture(scope="module")
+def first_run(tmp_path_factory):
+    from finetune import arrays
+    from tests.helpers import accelerator_python, repository_mirror, run_device_line
+    from training_jax.run import device_line
+
+    root = tmp_path_factory.mktemp("jax_run")
+    repo = repository_mirror(REPO, root / "repo")
+    wheels(repo / ".whl")
+    export = export_tiny_run(root, steps=8, checkpoints=1)
+    study = json.loads((export / "study.json").read_text())
+    assert study["fit"]["arms"] == ["electra"] and study["fit"]["max_units"] == 8  # the export's fit block
+    text = (root / "data" / "corpus" / "part0.txt").read_text().replace("\n", " ")
+    sentences = [" ".join(s.split()[:10]) for s in text.split(". ") if len(s.split()) >= 6]
+    write_rte(root / "glue" / "rte", sentences, {"train": 24, "dev": 8}, seed=0)
+    arrays.main(["--tasks", "rte", "--finetuning-data-dir", str(root / "glue"), "--vocab-file",
+                 str(export / "vocab.txt"), "--out", str(export / "tasks")])
+    (repo / "jax_export").symlink_to(export)
+    printed = device_line("jax_export")
+    status, output = run_device_line(printed + TINY, repo, root / "OUT", accelerator_python(root / "py"), 600)
+    assert status == 0, output[-4000:]
+    return root, export, output
+
+
+def test_the_one_call_runs_as_printed_then_imports_and_finetunes_here(first_run):
+    import run_finetuning
+    from checkpoints import import_jax
+
+    root, export, output = first_run
+    out = root / "OUT"
+    summary = output[output.index("=" * 20 + " summary"):]
+    assert "pretraining: ok" in summary and "fine-tuning, 1 seed(s): ok" in summary, summary
+    record = json.loads((out / "run.json").read_text())
+    assert record["steps"] == record["total_steps"] == 8 and record["config"]["num_train_steps"] == 8
+    assert record["device"].startswith("cpu") and record["optimizer"] == "from the start"
+    results = json.loads((out / "results.json").read_text())
+    assert set(results) == {"pretrained", "control"}
+    assert all(results[m]["rte"]["trials_done"] == 1 for m in results)
+    assert results["control"]["rte"]["checkpoint"].startswith("none")
+    back = sorted(p.name for p in out.iterdir())
+    assert back == ["metrics.jsonl", "results.json", "run.json", "weights-8.part1of1.npz"]
+    line = next(line for line in summary.splitlines() if "python -m checkpoints.import_jax" in line)
+    here = {"OUT/": f"{out}/", "electra_data": str(root / "data"), "jax_export": str(export)}  # the folders here
+    for name, path in here.items():
+        line = line.replace(name, path)
+    args = shlex.split(line)[3:]
+    folder = import_jax.main(args)
+    assert folder.name == "electra_8"
+    run_finetuning.main(["--data-dir", str(root / "data"), "--model-name", "electra_8", "--task", "rte",
+                         "--finetuning-data-dir", str(root / "glue"),
+                         "--hparams", json.dumps({"max_train_steps": 1, "save_finetuned_models": False})])
+    assert json.loads((folder / "results" / "rte_results.json").read_text())["complete"]
+
+
+START_FROM = '''
+import json, sys
+sys.modules["tensorflow"] = None
+import numpy as np
+from training_jax import pretrain
+from training_jax.weights import read_weights
+run = pretrain.Run(pretrain.parse_args(["--study", STUDY, "--arm", "electra", "--out", OUT, "--init-from", SHARD]))
+returned = read_weights(FOLDER, "weights-8.npz")
+paths = [v.path for v in run.model.trainable_variables]
+same = all(np.array_equal(np.asarray(value), returned[path].astype("float32")) for path, value in zip(paths, run.state[0]))
+print("RESULTS" + json.dumps({"same": same, "count": len(paths)}))
+'''
+
+
+def test_a_continued_run_starts_from_the_returned_weights_and_counts_steps_on(first_run, tmp_path):
+    import subprocess
+    import sys
+
+    from checkpoints import import_jax
+
+    root, export, _ = first_run
+    shard = root / "OUT" / "weights-8.part1of1.npz"
+    script = (START_FROM.replace("STUDY", repr(str(root / "run_work" / "export")))
+              .replace("OUT", repr(str(tmp_path / "unused"))).replace("SHARD", repr(str(shard))).replace("FOLDER", repr(str(shard.parent))))
+    started = run_script_under_jax(script, REPO)
+    assert started["same"] and started["count"] > 10
+
+    env = {"KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu", "XLA_FLAGS": "--xla_backend_optimization_level=0"}
+    out = tmp_path / "OUT2"
+    completed = subprocess.run(
+        [sys.executable, "-m", "training_jax.run", "--export", str(export), "--out", str(out), "--minutes", "5",
+         "--finetune-minutes", "0", "--measure-steps", "5", "--init-from", str(shard)],
+        cwd=REPO, env={**__import__("os").environ, **env}, capture_output=True, text=True, timeout=400)
+    assert completed.returncode == 0, completed.stdout[-3000:] + completed.stderr[-3000:]
+    record = json.loads((out / "run.json").read_text())
+    assert record["steps_before"] == 8 and record["total_steps"] == 8 + record["steps"] and record["steps"] > 0
+    assert record["optimizer"].startswith("fresh moments") and len(record["runs"]) == 2
+    assert record["config"]["num_warmup_steps"] == max(1, int(record["steps"] * 0.01))
+    weights = out / f"weights-{record['total_steps']}.part1of1.npz"
+    assert weights.is_file()
+    folder = import_jax.main(["--vocab-file", str(export / "vocab.txt"), "--weights", str(weights),
+                              "--model-name", "continued", "--data-dir", str(tmp_path / "data")])
+    assert folder.is_dir()
+
+
+def test_training_arrays_travel_as_xz_and_old_exports_still_read(tmp_path):
+    from common.errors import InputError
+    from training_jax.arrays import load_packed, pack_examples, save_packed
+
+    rng = np.random.default_rng(0)
+    lengths = rng.integers(3, 16, 50)
+    positions = np.arange(16)[None, :]
+    ids = np.where(positions < lengths[:, None], rng.integers(1, 30522, (50, 16)), 0)
+    mask = (positions < lengths[:, None]).astype("int32")
+    segments = ((positions >= 2) & (positions < lengths[:, None])).astype("int32")
+    packed = pack_examples(ids, mask, segments)
+    written = save_packed(tmp_path / "train.npz", packed)
+    assert written.name == "train.npz.xz" and not (tmp_path / "train.npz").exists()
+    for name, value in load_packed(tmp_path / "train.npz").items():
+        np.testing.assert_array_equal(value, packed[name])
+    (tmp_path / "old").mkdir()
+    np.savez_compressed(tmp_path / "old" / "train.npz", **packed)  # as exports before the .xz wrote it
+    assert np.array_equal(load_packed(tmp_path / "old" / "train.npz")["input_ids"], packed["input_ids"])
+    with pytest.raises(InputError, match="eval.npz: missing"):
+        load_packed(tmp_path / "eval.npz")
+    written.write_bytes(written.read_bytes()[:40])
+    with pytest.raises(InputError, match="train.npz: not readable"):
+        load_packed(tmp_path / "train.npz")
