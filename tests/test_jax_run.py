@@ -2,13 +2,16 @@
 image's Python stand-in (no TensorFlow), then imported here and fine-tuned by run_finetuning.py; a run
 continued from the weights it returned starts from exactly them and counts its steps on."""
 import json
+import os
 import pathlib
 import shlex
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 
-from tests.helpers import export_tiny_run, run_script_under_jax, write_rte
+from tests.helpers import JAX_TEST_XLA_FLAGS, export_tiny_run, run_script_under_jax, write_rte
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 # A micro model: minutes to spare (the run stops at the exported 8 steps), fine-tuning of one short trial.
@@ -43,7 +46,9 @@ def first_run(tmp_path_factory):
                  str(export / "vocab.txt"), "--out", str(export / "tasks")])
     (repo / "jax_export").symlink_to(export)
     printed = device_line("jax_export")
-    status, output = run_device_line(printed + TINY, repo, root / "OUT", accelerator_python(root / "py"), 600)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("XLA_FLAGS", JAX_TEST_XLA_FLAGS)  # the device tool's environment, XLA at its quickest compile
+        status, output = run_device_line(printed + TINY, repo, root / "OUT", accelerator_python(root / "py"), 600)
     assert status == 0, output[-4000:]
     return root, export, output
 
@@ -84,33 +89,39 @@ sys.modules["tensorflow"] = None
 import numpy as np
 from training_jax import pretrain
 from training_jax.weights import read_weights
-run = pretrain.Run(pretrain.parse_args(["--study", STUDY, "--arm", "electra", "--out", OUT, "--init-from", SHARD]))
 returned = read_weights(FOLDER, "weights-8.npz")
-paths = [v.path for v in run.model.trainable_variables]
-same = all(np.array_equal(np.asarray(value), returned[path].astype("float32")) for path, value in zip(paths, run.state[0]))
-print("RESULTS" + json.dumps({"same": same, "count": len(paths)}))
+
+
+def equal_to_returned(run):
+    pairs = zip([v.path for v in run.model.trainable_variables], run.state[0])
+    return [np.array_equal(np.asarray(value), returned[path].astype("float32")) for path, value in pairs]
+
+
+args = ["--study", STUDY, "--arm", "electra", "--out", OUT]
+continued = equal_to_returned(pretrain.Run(pretrain.parse_args(args + ["--init-from", SHARD])))
+fresh = equal_to_returned(pretrain.Run(pretrain.parse_args(args)))  # a new model: not those weights
+print("RESULTS" + json.dumps({"same": all(continued), "count": len(continued), "fresh_same": all(fresh)}))
 '''
 
 
 def test_a_continued_run_starts_from_the_returned_weights_and_counts_steps_on(first_run, tmp_path):
-    import subprocess
-    import sys
-
     from checkpoints import import_jax
 
     root, export, _ = first_run
     shard = root / "OUT" / "weights-8.part1of1.npz"
-    script = (START_FROM.replace("STUDY", repr(str(root / "run_work" / "export")))
-              .replace("OUT", repr(str(tmp_path / "unused"))).replace("SHARD", repr(str(shard))).replace("FOLDER", repr(str(shard.parent))))
+    names = {"STUDY": root / "run_work" / "export", "OUT": tmp_path / "unused", "SHARD": shard, "FOLDER": shard.parent}
+    script = START_FROM
+    for name, path in names.items():
+        script = script.replace(name, repr(str(path)))
     started = run_script_under_jax(script, REPO)
-    assert started["same"] and started["count"] > 10
+    assert started["same"] and started["count"] > 10 and not started["fresh_same"]
 
-    env = {"KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu", "XLA_FLAGS": "--xla_backend_optimization_level=0"}
+    env = {"KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu", "XLA_FLAGS": JAX_TEST_XLA_FLAGS}
     out = tmp_path / "OUT2"
     completed = subprocess.run(
         [sys.executable, "-m", "training_jax.run", "--export", str(export), "--out", str(out), "--minutes", "5",
          "--finetune-minutes", "0", "--measure-steps", "5", "--init-from", str(shard)],
-        cwd=REPO, env={**__import__("os").environ, **env}, capture_output=True, text=True, timeout=400)
+        cwd=REPO, env={**os.environ, **env}, capture_output=True, text=True, timeout=400)
     assert completed.returncode == 0, completed.stdout[-3000:] + completed.stderr[-3000:]
     record = json.loads((out / "run.json").read_text())
     assert record["steps_before"] == 8 and record["total_steps"] == 8 + record["steps"] and record["steps"] > 0
