@@ -157,3 +157,13 @@ def test_training_arrays_travel_as_xz_and_old_exports_still_read(tmp_path):
     written.write_bytes(written.read_bytes()[:40])
     with pytest.raises(InputError, match="train.npz: not readable"):
         load_packed(tmp_path / "train.npz")
+
+
+def test_steps_before_a_continued_run_come_from_its_run_json_else_the_weights_name(tmp_path):
+    from training_jax.run import earlier_run
+
+    shard = tmp_path / "weights-11144.part1of2.npz"
+    assert earlier_run(None) == {}
+    assert earlier_run([shard])["total_steps"] == 11144  # the H200 run came back without a run.json
+    (tmp_path / "run.json").write_text(json.dumps({"total_steps": 20000, "runs": [{"steps": 20000}]}))
+    assert earlier_run([shard])["total_steps"] == 20000

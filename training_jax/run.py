@@ -192,11 +192,17 @@ def read_results(work):
 
 # ---------------------------------------------------------------- what comes back
 def earlier_run(init_from):
-    """The run.json beside --init-from's files ({} when there is none: steps before this run unknown)."""
+    """The run.json beside --init-from's files; without one, the steps the weights file's name says."""
+    from checkpoints.run_record import weights_file_step
+
     if not init_from:
         return {}
     path = pathlib.Path(init_from[0]).parent / RUN_FILE
-    return json.loads(path.read_text()) if path.is_file() else {}
+    if path.is_file():
+        return json.loads(path.read_text())
+    steps = weights_file_step(pathlib.Path(init_from[0]).name) or 0
+    log(f"no {path}: the steps before this run taken from the weights file's name ({steps})")
+    return {"total_steps": steps, "runs": [{"steps": steps, "device": None, "from": "the weights file's name"}]}
 
 
 def run_record(args, arm, pretraining, step, weights, config_path, finetuning):
