@@ -44,8 +44,10 @@ MOST_FILES, MOST_BYTES = 8, 64 * 2 ** 20
 
 
 # A device call's line: the wheels the GPU image lacks (keras, namex, optree in .whl/, carried), then the run.
+WHEELS_DIR = ".whl"
 DEVICE_PRELUDE = ("python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "
-                  ".whl/site .whl/*.whl && export PYTHONPATH=$PWD/.whl/site KERAS_BACKEND=jax || exit;")
+                  f"{WHEELS_DIR}/site {WHEELS_DIR}/*.whl && export PYTHONPATH=$PWD/{WHEELS_DIR}/site KERAS_BACKEND=jax "
+                  "|| exit;")
 
 
 def device_line(export, minutes=9.5):

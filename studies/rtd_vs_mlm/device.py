@@ -33,6 +33,7 @@ from studies.rtd_vs_mlm.stages import REPO, add_timing, log
 from common.errors import InputError
 from storage import model_folder
 from training_jax import fit
+from training_jax.run import DEVICE_PRELUDE, WHEELS_DIR
 from training_jax.weights import pretrainer_with_weights, read_weights, shard_name, write_shards
 
 EVALS_PER_RUN = 30  # held-out evaluations along each device run (the curves' resolution)
@@ -46,7 +47,6 @@ PRETRAIN_RESERVE_MINUTES = 1.0  # call 1: the wheels before, the collect and the
 FINETUNE_RESERVE_MINUTES = 0.6  # call 2: the wheels before, the collect and the summary after the fine-tuning
 THROUGHPUT_SECONDS = 45  # call 2: the throughput line runs when this much is left after one seed of everything
 WHEELS = ("keras", "namex", "optree")  # what the accelerator's image lacks of what the JAX path imports
-WHEELS_DIR = ".whl"
 RETURNED = "returned"  # on a fresh machine, what call 1 brought back, carried in: <export>/returned/<arm>/
 
 
@@ -157,9 +157,7 @@ def finetune_hparams(max_steps):
     return {"max_train_steps": max_steps} if max_steps else None
 
 
-PRELUDE = ("python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "
-           f"{WHEELS_DIR}/site {WHEELS_DIR}/*.whl && export PYTHONPATH=$PWD/{WHEELS_DIR}/site KERAS_BACKEND=jax "
-           "|| exit;")
+PRELUDE = DEVICE_PRELUDE  # the product's: the carried wheels installed, then KERAS_BACKEND=jax
 
 
 def device_commands(study_dir, study):
