@@ -8,7 +8,7 @@
         --seconds 2 --steps-per-dispatch 4
 
 Variants of the same update (the same model, masking, sampling, losses and optimizer; the same numbers up to
-float32 rounding, which tests/test_jax_step_blocks.py, tests/test_optimization.py and tests/test_step_kernels.py
+float32 rounding, which tests/test_jax_pretraining.py, tests/test_optimization.py and tests/test_step_kernels.py
 check):
   today                 one dispatch per step, Q/K/V by three matmuls, Gumbel-max through top_k, AdamW per variable
   new                   what training_jax.pretrain runs by default: --steps-per-dispatch updates per dispatch

@@ -1,5 +1,8 @@
 """training_jax.pretrain in pieces: a run stopped (at a planned step, by its time limit) and resumed equals
-one that never stopped, bit for bit; a lost state starts over and says so; nothing imports TensorFlow."""
+one that never stopped, bit for bit; a lost state starts over and says so; nothing imports TensorFlow. The
+whole run takes blocks of 4 updates per dispatch (--steps-per-dispatch, lax.scan) and the pieces one update
+per dispatch, so the same equality shows that a block computes what single steps do, bit for bit; a block
+moves nothing between host and device but its indices."""
 import json
 import pathlib
 import textwrap
@@ -28,7 +31,8 @@ PIECES_SCRIPT = textwrap.dedent('''
                                      "--state-dir", f"{root}/{name}_state", *flags])
         return outcome, printed.getvalue()
 
-    results = {"whole": piece("whole")[0]}
+    whole = piece("whole", "--steps-per-dispatch", "4")  # blocks of 4 where no log window, eval or save is nearer
+    results = {"whole": whole[0], "whole_blocks": "4 update(s) per dispatch" in whole[1]}
     results["measured"] = pretrain.measure(study, "config_electra.json", "electra", 3)  # the step compiled above
     results["pieces"] = [piece("pieces", "--pause-at-step", "5"),
                          piece("pieces", "--time-limit-minutes", "0.0001"),  # stops after its first step
@@ -37,6 +41,14 @@ PIECES_SCRIPT = textwrap.dedent('''
     shutil.copyfile(f"{root}/pieces/metrics.jsonl", f"{root}/pieces_metrics.jsonl")
     shutil.rmtree(f"{root}/pieces_state")  # a new machine: the state is gone, the earlier output is not
     results["lost"] = piece("pieces", "--pause-at-step", "2")
+
+    # One block with every implicit transfer forbidden: only the explicitly placed indices cross.
+    guarded = pretrain.Run(pretrain.parse_args(["--study", study, "--arm", "electra", "--out", f"{root}/guarded",
+                                                "--steps-per-dispatch", "4"]))
+    state, stats, _ = guarded.train_steps(guarded.state, guarded.stats_sum)  # compiled outside the guard
+    with jax.transfer_guard("disallow"):
+        jax.block_until_ready(guarded.train_steps(state, stats))
+    results["guarded_block"] = guarded.block_steps
     print("RESULTS" + json.dumps(results))
 ''')
 
@@ -55,7 +67,7 @@ def test_a_run_in_pieces_equals_a_run_that_never_stopped(tmp_path):
     script = PIECES_SCRIPT.replace("sys.argv[1], sys.argv[2]", f"{str(export)!r}, {str(root)!r}")
     results = run_script_under_jax(script, REPO_ROOT)
 
-    assert results["whole"] == "done"
+    assert results["whole"] == "done" and results["whole_blocks"] and results["guarded_block"] == 4
     rate, first_step_seconds = results["measured"]  # what --device-size measures
     assert rate > 0 and first_step_seconds > 0
     (first, first_log), (second, second_log), (third, third_log), (again, again_log) = results["pieces"]
@@ -95,3 +107,12 @@ def test_packed_examples_round_trip():
         np.testing.assert_array_equal(unpacked[name], expected)
     with pytest.raises(ValueError, match="one run of 1s"):
         pack_examples(ids, mask, np.array([[0, 1, 0, 0, 1, 1, 0, 0], [0] * 8]))
+
+
+def test_default_block_divides_the_log_window():
+    from training_jax.pretrain import default_block_steps
+
+    assert default_block_steps("cpu", 100) == 1
+    assert default_block_steps("gpu", 100) == 25
+    assert default_block_steps("gpu", 64) == 32
+    assert default_block_steps("tpu", 7) == 7

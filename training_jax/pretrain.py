@@ -89,7 +89,7 @@ def make_functions(model, optimizer):
     indices, gathering each batch from the device-resident examples and adding each step's metric
     statistics to a running sum: one dispatch and one host transfer (the indices) per K steps instead of
     per step. K = 1 is the plain update; K > 1 scans it (lax.scan), which computes the same updates bit
-    for bit (tests/test_jax_step_blocks.py). zero_stats(state, examples, batch_size) is the sum's start."""
+    for bit (tests/test_jax_pretraining.py). zero_stats(state, examples, batch_size) is the sum's start."""
     import jax
     import keras
 
