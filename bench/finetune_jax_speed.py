@@ -3,7 +3,7 @@
     python -m bench.finetune_jax_speed                       # CPU: electra_tiny, synthetic GLUE-shaped tasks
     python -m bench.finetune_jax_speed --model-size electra_small --tasks-dir TASKS   # GPU: the exported tasks
 
-Before: one `python -m training_jax.finetune` process per (model, task) job, as the RTD-vs-MLM study ran
+Before: one `python -m training_jax.finetune` process per (model, task) job, as the RTD-vs-MLM comparison ran
 them on the H200 (here one after another, for the first --before-models models), with --no-fixed-shapes
 --no-shared-programs --no-sized-steps (each trial compiles its own steps, the last batch of an epoch its
 own shape, the schedule's step counts compiled in). After: one process for every model and task with the

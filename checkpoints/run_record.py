@@ -9,19 +9,13 @@ import pathlib
 import re
 
 from common.errors import InputError
+from training_jax.weights import weights_file_step  # noqa: F401  (import_jax and the study read it here)
 
 # What a sizing (training_jax.fit.sized_fields) changes: the length and the schedule that follows from it.
 STEP_FIELDS = ("num_train_steps", "num_warmup_steps", "save_checkpoints_steps", "eval_every_steps",
                "extra_checkpoint_steps")
 PLACE_FIELDS = ("model_name", "data_dir")  # where the run's files were, not what it trained
 PLAN_FILE = "plan.json"  # what a device call's collect writes beside <arm>/: the sized runs, how each ended
-
-
-def weights_file_step(name):
-    """The step of a weights file's name (weights-<step>.npz, or a shard weights-<step>.part<k>of<n>.npz),
-    or None for any other name."""
-    match = re.fullmatch(r"weights-(\d+)(\.part\d+of\d+)?\.npz", name)
-    return int(match.group(1)) if match else None
 
 
 def read_run(metrics_file):

@@ -9,10 +9,10 @@ How both differ from stock Keras optimizers (path-based rules, update-counted sc
 the all-reduce) is model.optimizer_rules; the schedules are model.lr_schedules; layer-wise decay is
 model.layerwise_decay. Registered as `electra>AdamWeightDecay` and `electra>ElectraLamb`.
 """
-import math
 from typing import Callable, Iterable, Mapping
 
 import keras
+import numpy as np
 from keras import ops
 
 from model.layerwise_decay import LayerwiseLRDecay
@@ -139,7 +139,7 @@ class AdamWeightDecay(PathRulesMixin, keras.optimizers.Optimizer):
             new_variable = variable - lr * update
             offset = 0
             for member, m, v in zip(members, m_slots, v_slots):
-                size, shape = math.prod(member.shape), member.shape
+                size, shape = int(np.prod(member.shape)), member.shape
                 piece = slice(offset, offset + size)
                 self.assign(m, ops.reshape(next_m[piece], shape))
                 self.assign(v, ops.reshape(next_v[piece], shape))

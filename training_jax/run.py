@@ -139,7 +139,7 @@ def module(name):
 # ---------------------------------------------------------------- pretraining
 def newest_weights(folder):
     """(step, path) of the newest weights-<step>.npz in `folder`, or (0, None)."""
-    from checkpoints.run_record import weights_file_step
+    from training_jax.weights import weights_file_step
 
     found = [(weights_file_step(p.name), p) for p in pathlib.Path(folder).glob("weights-*.npz")]
     found = [(step, path) for step, path in found if step is not None]
@@ -195,7 +195,7 @@ def read_results(work):
 # ---------------------------------------------------------------- what comes back
 def earlier_run(init_from):
     """The run.json beside --init-from's files; without one, the steps the weights file's name says."""
-    from checkpoints.run_record import weights_file_step
+    from training_jax.weights import weights_file_step
 
     if not init_from:
         return {}

@@ -10,6 +10,13 @@ from training_jax.arrays import read_weights as read_npz
 SHARD_BYTES = 15 * 2 ** 20  # what a device call returns: files of at most 16 MiB
 
 
+def weights_file_step(name):
+    """The step of a weights file's name (weights-<step>.npz, or a shard weights-<step>.part<k>of<n>.npz),
+    or None for any other name."""
+    match = re.fullmatch(r"weights-(\d+)(\.part\d+of\d+)?\.npz", name)
+    return int(match.group(1)) if match else None
+
+
 def shard_name(name, index, count):
     return name.replace(".npz", f".part{index}of{count}.npz")
 
