@@ -6,7 +6,6 @@ exported, unsized config (the H200 run of 2026-11-27). A run of another config i
 """
 import json
 import pathlib
-import re
 
 from common.errors import InputError
 from training_jax.weights import weights_file_step  # noqa: F401  (import_jax and the study read it here)
