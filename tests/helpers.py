@@ -234,7 +234,7 @@ def run_device_line(line, repo, out, python_dir, timeout):
     with the accelerator's python3; returns (exit status, output)."""
     env = {key: value for key, value in os.environ.items() if key not in ("PYTHONPATH", "KERAS_BACKEND")}
     env.update(PATH=f"{python_dir}{os.pathsep}{env['PATH']}", OUT=str(out), JAX_PLATFORMS="cpu",
-               JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0")
+               JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0", XLA_FLAGS=JAX_TEST_XLA_FLAGS)
     pathlib.Path(out).mkdir(parents=True, exist_ok=True)
     completed = subprocess.run(["bash", "-c", line], cwd=repo, env=env, capture_output=True, text=True,
                                timeout=timeout)
