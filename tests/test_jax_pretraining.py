@@ -24,11 +24,16 @@ PIECES_SCRIPT = textwrap.dedent('''
 
     study, root = sys.argv[1], sys.argv[2]
 
+    from training_jax.compiles import CompileCount
+
+    train_compiles = []  # per piece: programs of the update compiled (a persistent-cache read counts)
+
     def piece(name, *flags):
         printed = io.StringIO()
-        with contextlib.redirect_stdout(printed):
+        with contextlib.redirect_stdout(printed), CompileCount() as count:
             outcome = pretrain.main(["--study", study, "--arm", "electra", "--out", f"{root}/{name}",
                                      "--state-dir", f"{root}/{name}_state", *flags])
+        train_compiles.append(count.names.count("jit(train)"))
         return outcome, printed.getvalue()
 
     whole = piece("whole", "--steps-per-dispatch", "4")  # blocks of 4 where no log window, eval or save is nearer
@@ -49,6 +54,7 @@ PIECES_SCRIPT = textwrap.dedent('''
     with jax.transfer_guard("disallow"):
         jax.block_until_ready(guarded.train_steps(state, stats))
     results["guarded_block"] = guarded.block_steps
+    results["train_compiles"] = train_compiles
     print("RESULTS" + json.dumps(results))
 ''')
 
@@ -62,12 +68,16 @@ def test_a_run_in_pieces_equals_a_run_that_never_stopped(tmp_path):
     export = export_tiny_run(tmp_path, steps=12, checkpoints=2)
     study = json.loads((export / "study.json").read_text())
     study["log_every"] = 4  # windows that a pause splits: their partial sums must survive it
+    study["eval_every"]["electra"] = 4  # (not every step, or no block of 4 would fit between evaluations)
     (export / "study.json").write_text(json.dumps(study))
     root = tmp_path / "runs"
     script = PIECES_SCRIPT.replace("sys.argv[1], sys.argv[2]", f"{str(export)!r}, {str(root)!r}")
     results = run_script_under_jax(script, REPO_ROOT)
 
     assert results["whole"] == "done" and results["whole_blocks"] and results["guarded_block"] == 4
+    # the whole run: the block of 4 and the single step (checkpoints at 6 and 12 are no block ends); each piece,
+    # resumed or not, its one program; the finished run's rerun ("done already") none
+    assert results["train_compiles"] == [2, 1, 1, 1, 0, 1], results["train_compiles"]
     rate, first_step_seconds = results["measured"]  # what --device-size measures
     assert rate > 0 and first_step_seconds > 0
     (first, first_log), (second, second_log), (third, third_log), (again, again_log) = results["pieces"]
@@ -91,7 +101,8 @@ def test_a_run_in_pieces_equals_a_run_that_never_stopped(tmp_path):
     lost, lost_log = results["lost"]
     assert lost == "paused" and "no saved state" in lost_log and "starting over at step 0" in lost_log
     records = [json.loads(line) for line in (pieces / "metrics.jsonl").read_text().splitlines()]
-    assert max(r["step"] for r in records) == 2 and records[-1]["split"] != "run"  # begun again, not complete
+    # begun again (the earlier lines up to step 12 dropped), not complete
+    assert all(r["step"] <= 2 and r["split"] != "run" for r in records)
 
 
 def test_packed_examples_round_trip():
