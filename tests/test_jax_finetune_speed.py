@@ -54,7 +54,8 @@ SCRIPT = textwrap.dedent('''
     # 1. the padded last batch: the same loss and gradients, dropout on, sum and mean
     encoder = loaders[0](None)
     task = data["rte"].task
-    model = FinetuningModel(encoder, {"rte": make_head(task, encoder.hidden_size, configs["rte"], encoder.dtype_policy)})
+    head = make_head(task, encoder.hidden_size, configs["rte"], encoder.dtype_policy)
+    model = FinetuningModel(encoder, {"rte": head})
     short = next(b for b in task_batches(task, data["rte"].train, configs["rte"], np.random.default_rng(0),
                                          training=True) if len(b["index"]) == 4)
     unpadded = model_inputs(short)

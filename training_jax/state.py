@@ -1,11 +1,11 @@
 """A JAX run's whole state in one file, so a run cut into pieces continues exactly where it stopped.
 
-Accelerator machines here are lent in commands of at most ten minutes and can be taken back at any
-point, so a run saves everything its next step depends on: the model's trainable and non-trainable
-arrays (the latter hold the masking, sampling and dropout seed states), the optimizer's slots and
-iteration count, the batch sampler's position and random state, the partial sums of the current
-logging window and the held-out evaluation's fixed seed state. Resumed from it, a run computes the same
-updates, bit for bit, as one that never stopped (tests/test_jax_pretraining.py).
+An accelerator lent for a few minutes at a time can be taken back at any point, so a run saves everything
+its next step depends on: the model's trainable and non-trainable arrays (the latter hold the masking,
+sampling and dropout seed states), the optimizer's slots and iteration count, the batch sampler's position
+and random state, the partial sums of the current logging window and the held-out evaluation's fixed seed
+state. Resumed from it, a run computes the same updates, bit for bit, as one that never stopped
+(tests/test_jax_pretraining.py).
 
 One .npz holds it all (the small metadata as a JSON string inside), written under a temporary name and
 renamed: a file that exists is complete, and a crash while saving leaves the previous state.
