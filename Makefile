@@ -3,6 +3,12 @@
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
+# The GPU image's Python, emulated here (tests/test_jax_run.py runs a device call's printed line under it):
+# Python 3.12 with requirements-accelerator.txt, no TensorFlow; the wheels a call carries (keras, namex, optree
+# for Python 3.12) downloaded into $(VENV312)/wheels. Built by make, before pytest's workers start.
+PYTHON312 ?= $(shell for p in $$(command -v python3.12) $(HOME)/.pyenv/versions/3.12*/bin/python; do \
+	$$p -c 'import sys; assert sys.version_info[:2] == (3, 12)' 2>/dev/null && echo $$p && break; done)
+VENV312 := .venv312
 
 .PHONY: demo test clean-venv
 
@@ -22,7 +28,7 @@ demo: $(VENV)/.runtime-installed
 
 # Two worker processes, each test file on one of them (its module fixtures built once): the suite spends
 # much of its time starting processes and tracing, which leaves a second core idle when run serially.
-test: $(VENV)/.test-installed $(VENV)/.hf4-installed
+test: $(VENV)/.test-installed $(VENV)/.hf4-installed $(VENV312)/.installed
 	$(BIN)/python -m pytest -n 2 --dist loadfile
 
 $(BIN)/python:
@@ -43,5 +49,15 @@ $(VENV)/.hf4-installed: requirements-hf4.txt | $(BIN)/python
 	$(BIN)/python -m pip install --quiet --no-deps --target $(VENV)/hf4 -r requirements-hf4.txt
 	touch $@
 
+$(VENV312)/.installed: requirements-accelerator.txt requirements-accelerator-wheels.txt
+	@test -n "$(PYTHON312)" || { echo "make: no Python 3.12 for $(VENV312): install one, or give" \
+		"PYTHON312=/path/to/python3.12" >&2; exit 2; }
+	rm -rf $(VENV312)
+	$(PYTHON312) -m venv $(VENV312)
+	$(VENV312)/bin/python -m pip install --quiet -r requirements-accelerator.txt
+	$(VENV312)/bin/python -m pip download --quiet --no-deps --only-binary=:all: -d $(VENV312)/wheels \
+		-r requirements-accelerator-wheels.txt
+	touch $@
+
 clean-venv:
-	rm -rf $(VENV)
+	rm -rf $(VENV) $(VENV312)

@@ -185,17 +185,40 @@ runpy.run_module(module, run_name="__main__", alter_sys=True)
 '''
 
 
-def accelerator_python(folder):
-    """A folder whose `python3` stands in for the accelerator's (put it first on PATH)."""
-    import sysconfig
-
+def accelerator_python(folder, python=None):
+    """A folder whose `python3` stands in for the accelerator's (put it first on PATH): `python` (default this
+    interpreter) limited to the image's distributions."""
+    python = str(python or sys.executable)
+    site = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          capture_output=True, text=True, check=True).stdout.strip()
     folder = pathlib.Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     shim = folder / "python3"
-    shim.write_text(ACCELERATOR_PYTHON.format(python=sys.executable, site=sysconfig.get_paths()["purelib"],
-                                              image=sorted(ACCELERATOR_IMAGE)))
+    shim.write_text(ACCELERATOR_PYTHON.format(python=python, site=site, image=sorted(ACCELERATOR_IMAGE)))
     shim.chmod(0o755)
     return folder
+
+
+# The image's own versions (Python 3.12, JAX 0.11.2, NumPy 2.5.2) and the wheels a call carries, for Python 3.12:
+# `make .venv312/.installed` (a prerequisite of `make test`) builds them before pytest's workers start.
+IMAGE_VENV = pathlib.Path(__file__).resolve().parents[1] / ".venv312"
+
+
+def image_python():
+    """(the GPU image's Python as built here, the folder of its carried wheels); the test is skipped only where
+    no Python 3.12 is installed, and fails with the fix where one is but the virtualenv is not built."""
+    import shutil
+
+    if (IMAGE_VENV / ".installed").is_file():
+        return IMAGE_VENV / "bin" / "python", IMAGE_VENV / "wheels"
+    candidates = [shutil.which("python3.12"), *sorted(pathlib.Path.home().glob(".pyenv/versions/3.12*/bin/python"))]
+    check = "import sys; assert sys.version_info[:2] == (3, 12)"
+    runs = [c for c in candidates if c and subprocess.run([str(c), "-c", check], capture_output=True).returncode == 0]
+    if not runs:
+        import pytest
+
+        pytest.skip("no Python 3.12 here for the GPU image's stand-in (make .venv312/.installed needs one)")
+    raise AssertionError(f"{IMAGE_VENV}: not built; run `make .venv312/.installed` (Python 3.12 at {runs[0]})")
 
 
 def repack_wheels(requirements, folder):

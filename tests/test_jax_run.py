@@ -1,5 +1,6 @@
-"""python -m training_jax.run: the time-boxed run in one device call, as the export prints it, under the GPU
-image's Python stand-in (no TensorFlow), then imported here and fine-tuned by run_finetuning.py; a run
+"""python -m training_jax.run: the time-boxed run in one device call, as the export prints it (with --also-mlm),
+under the GPU image's Python stand-in (Python 3.12, JAX 0.11.2, NumPy 2.5.2 in .venv312; no TensorFlow; keras,
+namex, optree from the carried wheels), then imported here and fine-tuned by run_finetuning.py; a run
 continued from the weights it returned starts from exactly them and counts its steps on."""
 import json
 import os
@@ -19,23 +20,28 @@ TINY = " --minutes 7 --finetune-minutes 2 --seeds 1 --measure-steps 5 --finetune
     json.dumps({"max_train_steps": 2}))
 
 
-def wheels(folder):
+def carried_wheels(source, folder):
+    """The wheels the image lacks, as a call carries them: the ones downloaded for Python 3.12 beside the image's
+    stand-in, at this virtualenv's versions (the export's `pip download` pins these)."""
+    import shutil
     from importlib.metadata import version
 
-    from tests.helpers import repack_wheels
-
-    return repack_wheels([f"{name}=={version(name)}" for name in ("keras", "namex", "optree")], folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in ("keras", "namex", "optree"):
+        [wheel] = source.glob(f"{name}-{version(name)}-*.whl")
+        shutil.copy(wheel, folder)
 
 
 @pytest.fixture(scope="module")
 def first_run(tmp_path_factory):
     from finetune import arrays
-    from tests.helpers import accelerator_python, repository_mirror, run_device_line
+    from tests.helpers import accelerator_python, image_python, repository_mirror, run_device_line
     from training_jax.run import device_line
 
+    python, wheels = image_python()
     root = tmp_path_factory.mktemp("jax_run")
     repo = repository_mirror(REPO, root / "repo")
-    wheels(repo / ".whl")
+    carried_wheels(wheels, repo / ".whl")
     export = export_tiny_run(root, steps=8, checkpoints=1)
     study = json.loads((export / "study.json").read_text())
     assert study["fit"]["arms"] == ["electra"] and study["fit"]["max_units"] == 8  # the export's fit block
@@ -48,39 +54,55 @@ def first_run(tmp_path_factory):
     printed = device_line("jax_export")
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("XLA_FLAGS", JAX_TEST_XLA_FLAGS)  # the device tool's environment, XLA at its quickest compile
-        status, output = run_device_line(printed + TINY, repo, root / "OUT", accelerator_python(root / "py"), 600)
+        status, output = run_device_line(printed + TINY + " --also-mlm", repo, root / "OUT", accelerator_python(root / "py", python),
+                                         600)
     assert status == 0, output[-4000:]
     return root, export, output
 
 
 def test_the_one_call_runs_as_printed_then_imports_and_finetunes_here(first_run):
+    """The printed line with --also-mlm, under Python 3.12, JAX 0.11.2 and NumPy 2.5.2 (the GPU image's): both
+    models pretrained at equal FLOPs and fine-tuned with the control; both import here (TensorFlow)."""
     import run_finetuning
     from checkpoints import import_jax
+    from configs import flops
+    from configs.pretraining_config import PretrainingConfig
 
     root, export, output = first_run
     out = root / "OUT"
     summary = output[output.index("=" * 20 + " summary"):]
-    assert "pretraining: ok" in summary and "fine-tuning, 1 seed(s): ok" in summary, summary
+    for part in ("pretraining: ok", "pretraining (mlm): ok", "fine-tuning, 1 seed(s): ok"):
+        assert part in summary, summary
     record = json.loads((out / "run.json").read_text())
+    assert record["versions"]["python"].startswith("3.12.") and record["versions"]["jax"] == "0.11.2"
+    assert record["versions"]["numpy"] == "2.5.2" and record["versions"]["keras"] == "3.15.1"
     assert record["steps"] == record["total_steps"] == 8 and record["config"]["num_train_steps"] == 8
     assert record["device"].startswith("cpu") and record["optimizer"] == "from the start"
+    electra, mlm = (PretrainingConfig.create(c) for c in (record["config"], record["mlm"]["config"]))
+    assert not mlm.electra_objective and mlm.model_config() == electra.model_config()
+    assert record["flops"] == 8 * flops.train_flops_per_step(electra) == record["total_flops"]
+    assert record["mlm"]["steps"] == mlm.num_train_steps > 8  # the cheaper step: more of them at equal FLOPs
+    assert abs(record["mlm"]["flops"] / record["flops"] - 1) < 0.2  # equal FLOPs, to a whole step of 8
     results = json.loads((out / "results.json").read_text())
-    assert set(results) == {"pretrained", "control"}
+    assert set(results) == {"pretrained", "mlm", "control"}
     assert all(results[m]["rte"]["trials_done"] == 1 for m in results)
     assert results["control"]["rte"]["checkpoint"].startswith("none")
-    back = sorted(p.name for p in out.iterdir())
-    assert back == ["metrics.jsonl", "results.json", "run.json", "weights-8.part1of1.npz"]
-    line = next(line for line in summary.splitlines() if "python -m checkpoints.import_jax" in line)
+    back = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())
+    steps = record["mlm"]["steps"]
+    assert back == ["metrics.jsonl", "mlm/metrics.jsonl", f"mlm/weights-{steps}.part1of1.npz", "results.json",
+                    "run.json", "weights-8.part1of1.npz"]
+    lines = [line for line in summary.splitlines() if "python -m checkpoints.import_jax" in line]
     here = {"OUT/": f"{out}/", "electra_data": str(root / "data"), "jax_export": str(export)}  # the folders here
-    for name, path in here.items():
-        line = line.replace(name, path)
-    args = shlex.split(line)[3:]
-    folder = import_jax.main(args)
-    assert folder.name == "electra_8"
+    folders = []
+    for line in lines:
+        for name, path in here.items():
+            line = line.replace(name, path)
+        folders.append(import_jax.main(shlex.split(line)[3:]))
+    assert [f.name for f in folders] == ["electra_8", f"mlm_{steps}"]
     run_finetuning.main(["--data-dir", str(root / "data"), "--model-name", "electra_8", "--task", "rte",
                          "--finetuning-data-dir", str(root / "glue"),
                          "--hparams", json.dumps({"max_train_steps": 1, "save_finetuned_models": False})])
-    assert json.loads((folder / "results" / "rte_results.json").read_text())["complete"]
+    assert json.loads((folders[0] / "results" / "rte_results.json").read_text())["complete"]
 
 
 START_FROM = '''

@@ -156,8 +156,8 @@ def main(argv=None):
     say(f"wrote {args.out}: {arm['num_train_steps']} steps, weights at {arm['checkpoint_steps']}. On a machine "
         f"with JAX:\n  KERAS_BACKEND=jax python -m training_jax.pretrain --study {args.out} --arm {args.model_name} "
         f"--out {args.out}/runs/{args.model_name}\nor the time-boxed run in one device call (tasks from python -m "
-        f"finetune.arrays in {args.out}/tasks; carry [\".whl\", \"{args.out}\"], timeout_s 590):\n  "
-        f"{device_line(args.out)}")
+        f"finetune.arrays in {args.out}/tasks; carry [\".whl\", \"{args.out}\"], timeout_s 590; add --also-mlm for "
+        f"the MLM baseline at equal FLOPs beside it):\n  {device_line(args.out)}")
     return study
 
 

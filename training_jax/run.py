@@ -18,6 +18,11 @@ deadline, so the call ends inside --minutes with whatever finished. --out gets a
 result) and run.json (the config that trained, the device, the steps, the runs before this one); the last
 lines printed say what ran, what failed, what came back and the commands that import it back here.
 
+--also-mlm trains the MLM baseline beside it (the same encoder, masked-LM objective, BERT's way) at the same
+pretraining FLOPs (configs/flops.py), in a second child at the same time: the two size together, as
+training_jax.fit sizes arms that share a device; it is fine-tuned with the others, and its weights and
+metrics come back in mlm/.
+
 --init-from continues a model from an earlier run's returned weights (its shards, or an .npz): every
 weight is taken as it came back, the optimizer's moments start fresh (they are too large to carry back)
 with a short warmup, and run.json adds this run's steps to the total of the run.json beside them.
@@ -39,7 +44,9 @@ STUDY_FILE = "study.json"
 EXPORTED_FILES = ("train.npz", "eval.npz", "train.npz.xz", "eval.npz.xz")  # old exports: .npz; newer: .npz.xz
 COLLECT_SECONDS = 15.0  # writing what comes back and the summary
 CONTINUED_WARMUP_FRACTION = 0.01  # fresh moments after --init-from: the original's warmup share (10k of 1M)
-MODELS = ("pretrained", "control")  # the fine-tuned models: the run's discriminator, a random encoder
+MODELS = ("pretrained", "mlm", "control")  # the fine-tuned models: the run's, the MLM baseline's, a random encoder
+MLM = "mlm"  # the MLM baseline's model name, and its folder in what comes back
+SHARED_DEVICE_MEMORY = ".45"  # XLA_PYTHON_CLIENT_MEM_FRACTION of each of two pretraining children
 MOST_FILES, MOST_BYTES = 8, 64 * 2 ** 20
 
 
@@ -50,9 +57,10 @@ DEVICE_PRELUDE = ("python3 -m pip install -q --no-index --no-deps --no-compile -
                   "|| exit;")
 
 
-def device_line(export, minutes=9.5):
+def device_line(export, minutes=9.5, also_mlm=False):
     """The one command of a device call that carries [".whl", export] (timeout_s: the minutes and 20 s)."""
-    return f"{DEVICE_PRELUDE} python3 -m training_jax.run --export {export} --out $OUT --minutes {minutes:g}"
+    return (f"{DEVICE_PRELUDE} python3 -m training_jax.run --export {export} --out $OUT --minutes {minutes:g}"
+            + (" --also-mlm" if also_mlm else ""))
 
 
 def log(message):
@@ -73,9 +81,33 @@ def read_export(export):
     return study, next(iter(study["arms"]))
 
 
-def prepare_work(export, work, study, continued):
+def add_mlm_baseline(folder, study, arm):
+    """config_mlm.json (the export's config with the masked-LM objective) and its entry in `study`: trained
+    beside `arm`, sized with it at equal pretraining FLOPs (steps_per_unit: MLM steps per step of `arm`)."""
+    from configs import flops
+    from configs.pretraining_config import PretrainingConfig
+    from training_jax import fit
+
+    config = PretrainingConfig.load(folder / study["arms"][arm]["config_file"])
+    masked_lm = PretrainingConfig.create({**config.to_dict(), "electra_objective": False})
+    ratio = flops.steps_at_equal_flops(config, masked_lm)
+    block = study["fit"]
+    steps = fit.arm_steps(config.num_train_steps, ratio, block["budgets"])
+    fields = fit.sized_fields(steps, block["budgets"], block["warmup_fraction"], block["evals"])
+    mlm = PretrainingConfig.create({**config.to_dict(), **fields["config"], "electra_objective": False})
+    mlm.save(folder / f"config_{MLM}.json")
+    study["arms"][MLM] = {"config_file": f"config_{MLM}.json", "num_train_steps": steps,
+                          "checkpoint_steps": fields["checkpoint_steps"]}
+    study["eval_every"][MLM] = fields["eval_every"]
+    block["arms"] = [arm, MLM]
+    block["steps_per_unit"] = {arm: 1.0, MLM: ratio}
+    log(f"MLM baseline: {ratio:.4f} of its steps per step of {arm} (equal training FLOPs, configs/flops.py)")
+
+
+def prepare_work(export, work, study, continued, also_mlm=False):
     """<work>/export: the export's arrays and config linked, its study.json copied (with a short warmup when
-    the run continues earlier weights), so that sizing, states and caches stay out of the carried folder."""
+    the run continues earlier weights; with the MLM baseline's config and entry under --also-mlm), so that
+    sizing, states and caches stay out of the carried folder."""
     export, folder = pathlib.Path(export).resolve(), pathlib.Path(work) / "export"
     folder.mkdir(parents=True, exist_ok=True)
     names = list(EXPORTED_FILES) + [entry["config_file"] for entry in study["arms"].values()]
@@ -85,6 +117,8 @@ def prepare_work(export, work, study, continued):
     study = json.loads(json.dumps(study))
     if continued:
         study["fit"]["warmup_fraction"] = CONTINUED_WARMUP_FRACTION
+    if also_mlm:
+        add_mlm_baseline(folder, study, next(iter(study["arms"])))
     (folder / STUDY_FILE).write_text(json.dumps(study, indent=1))
     return folder
 
@@ -94,12 +128,12 @@ class Child:
     """A child process whose output is passed on and whose last lines are kept; stopped at `deadline`
     (time.monotonic())."""
 
-    def __init__(self, name, command, deadline):
-        self.name, self.command, self.deadline = name, command, deadline
+    def __init__(self, name, command, deadline, env=None, prefix=""):
+        self.name, self.command, self.deadline, self.env, self.prefix = name, command, deadline, env or {}, prefix
         self.lines, self.stopped, self.seconds, self.code, self.device = [], False, 0.0, None, None
 
     def run(self):
-        env = dict(os.environ, KERAS_BACKEND="jax")
+        env = dict(os.environ, KERAS_BACKEND="jax", **self.env)
         start = time.monotonic()
         log(f"{self.name}: {' '.join(str(c) for c in self.command[1:])}")
         process = subprocess.Popen([str(c) for c in self.command], stdout=subprocess.PIPE,
@@ -107,7 +141,7 @@ class Child:
         timer = threading.Timer(max(0.0, self.deadline - start), self._stop, [process])
         timer.start()
         for line in process.stdout:
-            print(line, end="", flush=True)
+            print(self.prefix + line, end="", flush=True)
             self.lines = (self.lines + [line.rstrip()])[-20:]
             if self.device is None and ": device " in line:  # training_jax.pretrain's first line
                 self.device = line.split(": device ", 1)[1].split(";")[0]
@@ -146,24 +180,35 @@ def newest_weights(folder):
     return max(found) if found else (0, None)
 
 
-def pretrain(study_dir, arm, work, minutes, init_from, deadline, measure_steps):
-    """The pretraining child, sized to end `minutes` after its start; (Child, step, weights path)."""
-    command = module("training_jax.pretrain") + [
-        "--study", study_dir, "--arm", arm, "--out", work / "pretraining", "--state-dir", work / "state",
-        "--fit-minutes", f"{minutes:.3f}", "--measure-steps", str(measure_steps), "--save-every-minutes", "1000"]
-    if init_from:
-        command += ["--init-from", *init_from]
-    child = Child("pretraining", command, deadline).run()
-    step, path = newest_weights(work / "pretraining")
-    return child, step, path
+def pretrain(study_dir, arms, work, minutes, init_from, deadline, measure_steps):
+    """The pretraining children, one per model in `arms` (the first continued from `init_from`), at the same
+    time, each sized to end `minutes` after its start; {arm: (Child, step, weights path)}."""
+    children = {}
+    for index, arm in enumerate(arms):
+        command = module("training_jax.pretrain") + [
+            "--study", study_dir, "--arm", arm, "--out", work / "pretraining" / arm, "--state-dir",
+            work / "state" / arm, "--fit-minutes", f"{minutes:.3f}", "--measure-steps", str(measure_steps),
+            "--save-every-minutes", "1000"]
+        if init_from and index == 0:
+            command += ["--init-from", *init_from]
+        shared = {"XLA_PYTHON_CLIENT_MEM_FRACTION": SHARED_DEVICE_MEMORY} if len(arms) > 1 else {}
+        children[arm] = Child("pretraining" + (f" ({arm})" if index else ""), command, deadline, shared,
+                              f"[{arm}] " if len(arms) > 1 else "")
+    threads = [threading.Thread(target=child.run) for child in children.values()]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return {arm: (child, *newest_weights(work / "pretraining" / arm)) for arm, child in children.items()}
 
 
 # ---------------------------------------------------------------- fine-tuning
 def finetune(tasks_dir, config, weights, work, seeds, hparams, deadline):
-    """Fine-tuning rounds (one seed more per round) of the pretrained model (if any) and the control, while
-    the last round's time is left; returns the children."""
-    models = ([[weights]] if weights else []) + [["none"]]
-    outs = ([work / "finetuning" / MODELS[0]] if weights else []) + [work / "finetuning" / MODELS[1]]
+    """Fine-tuning rounds (one seed more per round) of the pretrained models ({model: weights path or None})
+    and the control, while the last round's time is left; returns the children."""
+    trained = {model: path for model, path in weights.items() if path}
+    models = [[path] for path in trained.values()] + [["none"]]
+    outs = [work / "finetuning" / model for model in trained] + [work / "finetuning" / MODELS[-1]]
     children = []
     for seed_count in range(1, seeds + 1):
         last = children[-1].seconds if children else 0.0
@@ -207,22 +252,63 @@ def earlier_run(init_from):
     return {"total_steps": steps, "runs": [{"steps": steps, "device": None, "from": "the weights file's name"}]}
 
 
-def run_record(args, arm, pretraining, step, weights, config_path, finetuning):
-    """run.json: what trained (the config as sized), where, how long, and the runs before it."""
-    config = json.loads(pathlib.Path(config_path).read_text()) if config_path.is_file() else None
+def versions():
+    """The Python and the packages this call ran with (the device image's and the carried wheels')."""
+    import platform
+    from importlib.metadata import PackageNotFoundError, version
+
+    found = {"python": platform.python_version()}
+    for name in ("jax", "jaxlib", "numpy", "keras"):
+        try:
+            found[name] = version(name)
+        except PackageNotFoundError:
+            found[name] = None
+    return found
+
+
+def read_config(path):
+    return json.loads(pathlib.Path(path).read_text()) if pathlib.Path(path).is_file() else None
+
+
+def pretraining_flops(config_path, steps):
+    """(per step, `steps` steps) of training FLOPs (configs/flops.py) of the config at `config_path`."""
+    from configs import flops
+    from configs.pretraining_config import PretrainingConfig
+
+    if not pathlib.Path(config_path).is_file():
+        return None, None
+    per_step = flops.train_flops_per_step(PretrainingConfig.load(config_path))
+    return per_step, per_step * steps
+
+
+def run_record(args, arm, trained, config_path, finetuning):
+    """run.json: what trained (the config as sized), where, how long, and the runs before it; the MLM
+    baseline's own entry under "mlm" (its config, steps, FLOPs, weights) when it ran."""
+    pretraining, step, weights = trained[arm]
+    config = read_config(config_path)
     before = earlier_run(args.init_from)
     steps_before = before.get("total_steps", 0)
+    per_step, flops = pretraining_flops(config_path, step)
     record = {"model": arm, "config": config, "steps": step, "steps_before": steps_before,
               "total_steps": steps_before + step,
               "tokens": step * config["train_batch_size"] * config["max_seq_length"] if config else None,
+              "flops_per_step": per_step, "flops": flops,
+              "total_flops": (before.get("total_flops") or (per_step or 0) * steps_before) + (flops or 0),
               "minutes": args.minutes, "seconds": round(time.monotonic() - args.started, 1),
               "init_from": [str(f) for f in args.init_from or []],
               "optimizer": ("fresh moments, warmup " + str(config["num_warmup_steps"]) + " steps, after --init-from"
                             if args.init_from and config else "from the start"),
               "runs": before.get("runs", []) + [{"steps": step, "device": pretraining.device}],
-              "device": pretraining.device, "pretraining": outcome(pretraining),
-              "finetuning": [outcome(child) for child in finetuning], "weights_file": weights}
+              "device": pretraining.device, "versions": versions(), "pretraining": outcome(pretraining),
+              "finetuning": [outcome(child) for child in finetuning], "weights_file": weights and weights.name}
     record["total_tokens"] = (before.get("total_tokens") or 0) + (record["tokens"] or 0)
+    if MLM in trained:
+        child, mlm_step, mlm_weights = trained[MLM]
+        mlm_config = pathlib.Path(config_path).parent / f"config_{MLM}_sized.json"
+        mlm_config = mlm_config if mlm_config.is_file() else mlm_config.with_name(f"config_{MLM}.json")
+        record[MLM] = {"config": read_config(mlm_config), "steps": mlm_step,
+                       "flops": pretraining_flops(mlm_config, mlm_step)[1], "pretraining": outcome(child),
+                       "weights_file": mlm_weights and f"{MLM}/{mlm_weights.name}"}
     return record
 
 
@@ -231,26 +317,37 @@ def outcome(child):
             "error": child.error_line() if child.failed else None}
 
 
-def write_back(out, work, record, weights_path, total_steps, results):
-    """At most 8 files, each at most 16 MiB, 64 MiB in all, into `out`; returns their paths."""
+def write_model(out, work, model, weights_path, steps):
+    """A model's float16 shards as weights-<steps>.part<k>of<n>.npz and its metrics.jsonl in `out`; the
+    weights' name, or None when it saved none."""
     import numpy as np
 
     from training_jax.weights import write_shards
 
-    out = pathlib.Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    if weights_path is not None:
-        with np.load(weights_path) as arrays:
-            values = {key: arrays[key] for key in arrays.files}
-        name = f"weights-{total_steps}.npz"
-        write_shards(values, out, name)
-        record["weights_file"] = name
-    metrics = work / "pretraining" / METRICS_FILE
+    metrics = work / "pretraining" / model / METRICS_FILE
     if metrics.is_file():
         (out / METRICS_FILE).write_bytes(metrics.read_bytes())
+    if weights_path is None:
+        return None
+    with np.load(weights_path) as arrays:
+        values = {key: arrays[key] for key in arrays.files}
+    write_shards(values, out, f"weights-{steps}.npz")
+    return f"weights-{steps}.npz"
+
+
+def write_back(out, work, record, trained, results):
+    """At most 8 files, each at most 16 MiB, 64 MiB in all, into `out` (the MLM baseline's in out/mlm/);
+    returns their paths."""
+    out = pathlib.Path(out)
+    record["weights_file"] = write_model(out, work, record["model"], trained[record["model"]][2],
+                                         record["total_steps"])
+    if MLM in record:
+        name = write_model(out / MLM, work, MLM, trained[MLM][2], record[MLM]["steps"])
+        record[MLM]["weights_file"] = name and f"{MLM}/{name}"
     (out / RESULTS_FILE).write_text(json.dumps(results, indent=1))
     (out / RUN_FILE).write_text(json.dumps(record, indent=1))
-    files = sorted(p for p in out.iterdir() if p.is_file())
+    files = sorted(p for p in out.rglob("*") if p.is_file())
     sizes = [p.stat().st_size for p in files]
     if len(files) > MOST_FILES or max(sizes) > 16 * 2 ** 20 or sum(sizes) > MOST_BYTES:
         log(f"warning: {out} holds {len(files)} files, {sum(sizes) / 2 ** 20:.1f} MiB: more than a call returns")
@@ -260,22 +357,33 @@ def write_back(out, work, record, weights_path, total_steps, results):
 def summary(args, record, files, results):
     """The last lines: what ran, what failed, what came back, the commands here."""
     lines = ["", "=" * 20 + " summary"]
-    for part in [record["pretraining"], *record["finetuning"]]:
+    parts = [record["pretraining"]] + ([record[MLM]["pretraining"]] if MLM in record else []) + record["finetuning"]
+    for part in parts:
         lines.append(f"{part['name']}: {'ok' if part['ok'] else 'FAILED: ' + part['error']} ({part['seconds']} s)")
     lines.append(f"pretrained {record['steps']} steps on {record['device']} ({record['total_steps']} in all over "
-                 f"{len(record['runs'])} run(s)); optimizer: {record['optimizer']}")
+                 f"{len(record['runs'])} run(s), {record['total_flops'] or 0:.3g} FLOPs); optimizer: "
+                 f"{record['optimizer']}")
+    if MLM in record:
+        lines.append(f"MLM baseline: {record[MLM]['steps']} steps, {record[MLM]['flops'] or 0:.3g} FLOPs")
     for model, tasks in results.items():
         for task, result in tasks.items():
             metric = result["primary_metric"]
             median = result["summary"].get(metric, {}).get("median")
             lines.append(f"{model} {task}: {metric} {median if median is None else round(median, 2)} over "
                          f"{result['trials_done']} trial(s)")
-    lines.append("came back: " + ", ".join(f"{p.name} ({p.stat().st_size / 2 ** 20:.1f} MiB)" for p in files))
+    lines.append("came back: " + ", ".join(f"{p.relative_to(args.out)} ({p.stat().st_size / 2 ** 20:.1f} MiB)"
+                                           for p in files))
+    source = f"--vocab-file {args.export}/vocab.txt" if args.init_from else f"--export {args.export}"
+    imports = []
     if record["weights_file"]:
-        source = (f"--vocab-file {args.export}/vocab.txt" if args.init_from else f"--export {args.export}")
-        lines.append("back here (OUT = the folder these files came back to):\n"
-                     f"  python -m checkpoints.import_jax {source} --weights OUT/{record['weights_file']} "
-                     f"--model-name electra_{record['total_steps']} --data-dir electra_data\n"
+        imports.append(f"  python -m checkpoints.import_jax {source} --weights OUT/{record['weights_file']} "
+                       f"--model-name electra_{record['total_steps']} --data-dir electra_data")
+    if MLM in record and record[MLM]["weights_file"]:
+        imports.append(f"  python -m checkpoints.import_jax --vocab-file {args.export}/vocab.txt --metrics "
+                       f"OUT/{MLM}/{METRICS_FILE} --weights OUT/{record[MLM]['weights_file']} --model-name "
+                       f"mlm_{record[MLM]['steps']} --data-dir electra_data")
+    if imports:
+        lines.append("back here (OUT = the folder these files came back to):\n" + "\n".join(imports) + "\n"
                      f"  python run_finetuning.py --data-dir electra_data --model-name electra_{record['total_steps']}"
                      " --task mrpc")
     print("\n".join(lines), flush=True)
@@ -299,6 +407,8 @@ def parse_args(argv=None):
     parser.add_argument("--work-dir", type=pathlib.Path, default=None,
                         help="scratch space: states, sizing, logs (default <out>/../run_work; never comes back)")
     parser.add_argument("--measure-steps", type=int, default=50, help="updates timed to size the pretraining")
+    parser.add_argument("--also-mlm", action="store_true",
+                        help="pretrain the MLM baseline beside the model at the same FLOPs, fine-tune it too")
     args = parser.parse_args(argv)
     args.tasks_dir = args.tasks_dir or (args.export / "tasks" if (args.export / "tasks").is_dir() else None)
     args.work_dir = args.work_dir or args.out.resolve().parent / "run_work"
@@ -325,18 +435,19 @@ def main(argv=None):
     work = args.work_dir
     for folder in ("state", "pretraining", "finetuning", "export"):  # nothing from an earlier run in this folder
         shutil.rmtree(work / folder, ignore_errors=True)
-    study_dir = prepare_work(args.export, work, study, bool(args.init_from))
+    study_dir = prepare_work(args.export, work, study, bool(args.init_from), args.also_mlm)
     # Stopped only if it overruns its own hard limit (training_jax.fit.RESERVE_SECONDS after its minutes).
-    child, step, weights = pretrain(study_dir, arm, work, pretrain_minutes, args.init_from,
-                                    deadline - finetune_seconds + 25, args.measure_steps)
+    trained = pretrain(study_dir, [arm] + ([MLM] if args.also_mlm else []), work, pretrain_minutes, args.init_from,
+                       deadline - finetune_seconds + 25, args.measure_steps)
     sized = study_dir / f"config_{arm}_sized.json"
     config_path = sized if sized.is_file() else study_dir / study["arms"][arm]["config_file"]
     children = []
     if args.tasks_dir:
+        weights = {"pretrained": trained[arm][2], MLM: trained.get(MLM, (None, 0, None))[2]}
         children = finetune(args.tasks_dir, config_path, weights, work, args.seeds, args.finetune_hparams, deadline)
     results = read_results(work)
-    record = run_record(args, arm, child, step, weights and weights.name, config_path, children)
-    files = write_back(args.out, work, record, weights, record["total_steps"], results)
+    record = run_record(args, arm, trained, config_path, children)
+    files = write_back(args.out, work, record, trained, results)
     summary(args, record, files, results)
     return record
 

@@ -1,9 +1,10 @@
 """The study's plan: one encoder shape pretrained with each objective, the MLM arm given as many steps as
-match the ELECTRA arm's training FLOPs (bench/flops.py), checkpoints at equal-compute budgets."""
+match the ELECTRA arm's training FLOPs (configs/flops.py: the count of the product's --also-mlm), checkpoints at
+equal-compute budgets."""
 import dataclasses
 import pathlib
 
-from bench import flops
+from configs import flops
 from configs.pretraining_config import PretrainingConfig
 from training_jax import fit
 
@@ -44,12 +45,13 @@ class Plan:
         return PretrainingConfig.create(self.arm_hparams(arm))
 
     def flops_per_step(self, arm):
-        config = self.arm_config(arm)
-        return flops.train_flops_per_sequence(config) * config.train_batch_size
+        return flops.train_flops_per_step(self.arm_config(arm))
 
     def steps_per_electra_step(self, arm):
         """The arm's steps per ELECTRA step at equal training FLOPs (1 for ELECTRA)."""
-        return 1.0 if arm == "electra" else self.flops_per_step("electra") / self.flops_per_step(arm)
+        if arm == "electra":
+            return 1.0
+        return flops.steps_at_equal_flops(self.arm_config("electra"), self.arm_config(arm))
 
     def steps(self, arm):
         """ELECTRA's steps as given; MLM's scaled to the same FLOPs, a multiple of the budget count (the rule
@@ -71,7 +73,7 @@ class Plan:
         """The extra budgets that are not evenly spaced ones already (which would pair an arm's checkpoint with
         two of the other's), for MLM at the nearest step of the ELECTRA step's FLOPs."""
         extras = sorted(set(self.extra_budgets) - set(self.evenly_spaced_steps("electra")))
-        ratio = self.flops_per_step("electra") / self.flops_per_step(arm)
+        ratio = self.steps_per_electra_step(arm)
         return [max(1, round(step * ratio)) for step in extras]
 
 
