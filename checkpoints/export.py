@@ -5,6 +5,8 @@
     python -m checkpoints.export --model-dir electra_data/models/electra_small --format tf1 --output out/tf1
     python -m checkpoints.export --model-dir electra_data/models/electra_small --format keras_hub --output out/kh
     python -m checkpoints.export --model-dir <fine-tuned folder> --format saved_model --output out/sst/1
+    python -m checkpoints.export --model-dir <fine-tuned folder> --format saved_model_ids --output out/sst_ids/1
+    python -m checkpoints.export --model-dir <fine-tuned folder> --format onnx --output out/sst_onnx
 
 Formats:
   tf1          a name-based TF1 checkpoint with the original release's names (discriminator + generator),
@@ -18,7 +20,12 @@ Formats:
                assets/tokenizer/vocabulary.txt, metadata.json) for keras_hub.models.ElectraBackbone and
                ElectraTokenizer .from_preset(<output>); needs keras-hub (requirements-test.txt)
   saved_model  a fine-tuned classifier or tagger as a SavedModel serving raw strings (labels and
-               probabilities; a tag per word)
+               probabilities; a tag per word); needs tensorflow-text's ops in the server (TF Serving has them)
+  saved_model_ids  a fine-tuned model of any task kind as a SavedModel taking token ids (input_ids,
+               attention_mask, token_type_ids; no tensorflow-text op), for any TensorFlow client
+  onnx         a fine-tuned model of any task kind as model.onnx (the same ids in) beside tokenizer.json,
+               vocab.txt and a Hugging Face config.json with id2label: for ONNX Runtime, Triton, Optimum and
+               python -m inference.predict; ONNX Runtime's outputs are checked against TensorFlow's
 
 --model-dir takes a model folder (its latest checkpoint) or a checkpoint prefix in one (…/ckpt-1000).
 The output is written to a temporary folder and renamed when complete; an existing non-empty output
@@ -37,14 +44,14 @@ import pathlib
 
 from common.errors import exit_on_input_error
 
-FORMATS = ("tf1", "bert", "hf", "keras_hub", "saved_model")
+FORMATS = ("tf1", "bert", "hf", "keras_hub", "saved_model", "saved_model_ids", "onnx")
 
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model-dir", required=True, type=pathlib.Path,
-                        help="a pretrained model folder (or a checkpoint prefix in one); for saved_model a "
-                             "fine-tuned model folder")
+                        help="a pretrained model folder (or a checkpoint prefix in one); for saved_model, "
+                             "saved_model_ids and onnx a fine-tuned model folder")
     parser.add_argument("--format", required=True, choices=FORMATS)
     parser.add_argument("--output", required=True, type=pathlib.Path, help="the folder to write")
     parser.add_argument("--overwrite", action="store_true",
@@ -65,6 +72,8 @@ def main(argv=None):
         print(f"Wrote a SavedModel to {args.output}: inputs {', '.join(info['inputs'])} (strings), outputs "
               f"{', '.join(info['outputs'])}")
         return info
+    if args.format in ("saved_model_ids", "onnx"):
+        return export_token_ids(args)
     from checkpoints import exporters
     from storage.model_folder import load_model_folder
 
@@ -92,6 +101,24 @@ def main(argv=None):
         print(f"Tokenizer: tokenizer.json (for AutoTokenizer) built from {model.vocab_file.name}, which is "
               "copied beside it; see docs/checkpoints.md for the rare inputs it splits differently.")
     return written
+
+
+def export_token_ids(args):
+    """--format saved_model_ids or onnx: a fine-tuned model with token ids in (tokenizer outside the graph)."""
+    if args.format == "onnx":
+        from checkpoints.onnx_export import TOLERANCE, export_onnx
+
+        info, difference = export_onnx(args.model_dir, args.output, args.overwrite)
+        print(f"Wrote {args.output}/model.onnx ({info['kind']}: outputs {', '.join(info['outputs'])}) with its "
+              f"tokenizer and config.json; ONNX Runtime vs TensorFlow max abs diff {difference:.2e} "
+              f"(limit {TOLERANCE:g}, float32)")
+        return info
+    from checkpoints.saved_model_ids import export_ids_saved_model
+
+    info = export_ids_saved_model(args.model_dir, args.output, args.overwrite)
+    print(f"Wrote a SavedModel to {args.output}: inputs {', '.join(info['inputs'])} (int64 token ids), outputs "
+          f"{', '.join(info['outputs'])}")
+    return info
 
 
 if __name__ == "__main__":

@@ -1,0 +1,67 @@
+"""What the ONNX and ids-in SavedModel export tests share: a small WordPiece vocabulary that spells any
+lower-case English, and fine-tuned model folders of each task kind (finetune.saved, random weights moved
+off their initial values), as run_finetuning.py saves them."""
+import pathlib
+import string
+import types
+
+import numpy as np
+
+MAX_SEQ_LENGTH = 32
+WORDS = ("the a an and of to in is it that was for on with as film movie story good bad great not no "
+         "one very more than this his her they are be at by from funny dull plot acting".split())
+# one task of each kind the exporters handle (finetune.registry names)
+TASKS = {"classification": "sst", "regression": "sts", "tagging": "chunk", "span": "squadv1"}
+SENTENCES = ["the film is good", "a very dull plot , not funny at all", "it was great",
+             "one of the acting more than his story , and that is that", "xyz qwerty", ""]
+
+
+def write_vocab(path):
+    """[PAD] [UNK] [CLS] [SEP] [MASK], letters, digits and punctuation (and their ## forms), a few words."""
+    chars = list(string.ascii_lowercase + string.digits) + list(string.punctuation)
+    tokens = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + chars + ["##" + c for c in chars]
+    tokens += [word for word in WORDS if word not in tokens]
+    path = pathlib.Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(tokens) + "\n", encoding="utf-8")
+    return path
+
+
+def finetuned_folder(folder, vocab_file, kind, seed=2):
+    """A fine-tuned folder of `kind` (TASKS' key): a 2-layer, 32-wide encoder, its head, random weights."""
+    from configs.model_config import ModelConfig
+    from data.tokenization import load_tokenizer
+    from finetune.model import make_head
+    from finetune.pretrained import build_encoder
+    from finetune.registry import get_task
+    from finetune.saved import save_finetuned_model
+
+    task = get_task(TASKS[kind])
+    vocab_size = load_tokenizer(vocab_file=vocab_file).vocab_size
+    model_config = ModelConfig(vocab_size=vocab_size, hidden_size=32, num_layers=2, num_heads=2,
+                               intermediate_size=64, embedding_size=16, max_position_embeddings=64)
+    encoder = build_encoder(model_config)
+    config = types.SimpleNamespace(max_seq_length=MAX_SEQ_LENGTH, qa_hidden_size=16, beam_size=4, head_dropout=0.1)
+    head = make_head(task, model_config.hidden_size, config, dtype=encoder.dtype_policy)
+    from finetune.model import SingleTaskModel
+
+    model = SingleTaskModel(encoder, head)
+    rng = np.random.default_rng(seed)
+    for variable in model.weights:
+        value = variable.numpy()
+        variable.assign((value + 0.2 * rng.standard_normal(value.shape)).astype(np.float32))
+    pretrained = types.SimpleNamespace(vocab_file=pathlib.Path(vocab_file), sp_model=None, do_lower_case=True,
+                                       model_config=model_config, checkpoint="random")
+    return save_finetuned_model(folder, encoder, head, task, config, pretrained)
+
+
+def model_inputs(tokenizer, texts, max_seq_length=MAX_SEQ_LENGTH):
+    """[CLS] text [SEP] of each text, padded to the longest: int32 arrays by the model's input names."""
+    special = tokenizer.special_ids
+    rows = [[special.cls] + list(ids)[:max_seq_length - 2] + [special.sep] for ids in tokenizer.encode_batch(texts)]
+    length = max(len(row) for row in rows)
+    batch = {key: np.zeros((len(rows), length), np.int32) for key in ("input_ids", "input_mask", "segment_ids")}
+    for number, row in enumerate(rows):
+        batch["input_ids"][number, :len(row)] = row
+        batch["input_mask"][number, :len(row)] = 1
+    return batch
