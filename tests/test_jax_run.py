@@ -189,3 +189,11 @@ def test_steps_before_a_continued_run_come_from_its_run_json_else_the_weights_na
     assert earlier_run([shard])["total_steps"] == 11144  # the H200 run came back without a run.json
     (tmp_path / "run.json").write_text(json.dumps({"total_steps": 20000, "runs": [{"steps": 20000}]}))
     assert earlier_run([shard])["total_steps"] == 20000
+
+
+def test_the_documented_device_line_is_the_one_the_export_prints_and_this_file_runs():
+    from training_jax.run import device_line
+
+    for doc in ("docs/jax_gpu.md", "docs/results.md"):
+        assert device_line("jax_export") in (REPO / doc).read_text(), doc
+    assert device_line("jax_export", also_mlm=True) == device_line("jax_export") + " --also-mlm"
