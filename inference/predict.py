@@ -3,12 +3,14 @@
     python -m inference.predict --model-dir electra_data/models/electra_small/finetuning_models/sst_model_1 new.csv
     python -m inference.predict --model-name electra_small --task sst new.jsonl --output predictions.jsonl
     python -m inference.predict --model-dir exports/sst/1 new.tsv          # the exported SavedModel
+    python -m inference.predict --model-dir exports/sst_onnx new.tsv       # an ONNX export, with ONNX Runtime
     cat sentences.txt | python -m inference.predict --model-dir .../sst_model_1 > predictions.jsonl
 
 The model: a fine-tuned model folder (`<model dir>/finetuning_models/<task>_model_<trial>/`, as
 run_finetuning.py writes it, for any task: GLUE, chunking, SQuAD/MRQA and tasks from your own files), a
 pretrained model folder with --task (its newest fine-tuned model of that task), or the SavedModel that
-`python -m checkpoints.export --format saved_model` made of one. Its task, kind, label names, pair or
+`python -m checkpoints.export --format saved_model` made of one, or its `--format onnx` export folder
+(run by ONNX Runtime, inference/onnx_predictor.py, the tokenizer outside the graph as here). Its task, kind, label names, pair or
 single input and max_seq_length are read from the folder (finetuning_info.json, or the SavedModel's
 electra_serving.json), never from a list of known tasks.
 
@@ -80,6 +82,7 @@ class ModelSource:
     label_names: tuple
     is_pair: bool
     max_seq_length: int
+    onnx: bool = False  # an ONNX export folder (model.onnx)
 
     @property
     def role(self):
@@ -122,6 +125,10 @@ def resolve_model(model_dir, task=None) -> ModelSource:
     if not path.is_dir():
         raise InputError(f"--model-dir {path}: no such folder; pass a fine-tuned model folder "
                          "(<model dir>/finetuning_models/<task>_model_<trial>/) or its exported SavedModel")
+    if (path / "model.onnx").is_file():
+        from inference.onnx_predictor import model_source
+
+        return model_source(path)
     if (path / "saved_model.pb").is_file():
         return _saved_model_source(path)
     if (path / FINETUNING_INFO).is_file():
@@ -203,11 +210,11 @@ class FolderPredictor:
                                      bucketing=True, min_length=min_length):
             result = self._forward({key: batch[key] for key in ("input_ids", "input_mask", "segment_ids")})
             if isinstance(result, dict):
-                result = {key: value.numpy() for key, value in result.items()}
+                result = {key: np.asarray(value) for key, value in result.items()}
                 for row, index in enumerate(batch["index"]):
                     outputs[index] = {key: value[row] for key, value in result.items()}
             else:
-                result = result.numpy()
+                result = np.asarray(result)
                 for row, index in enumerate(batch["index"]):
                     outputs[index] = result[row]
             done(len(batch["index"]))
@@ -378,6 +385,10 @@ class SavedModelPredictor:
 
 
 def load_predictor(source, batch_size, null_threshold=None):
+    if source.onnx:
+        from inference.onnx_predictor import OnnxPredictor
+
+        return OnnxPredictor(source, batch_size, null_threshold)
     from storage.model_folder import require_tensorflow_backend
 
     require_tensorflow_backend("inference.predict")
