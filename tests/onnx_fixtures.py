@@ -27,8 +27,9 @@ def write_vocab(path):
     return path
 
 
-def finetuned_folder(folder, vocab_file, kind, seed=2):
-    """A fine-tuned folder of `kind` (TASKS' key): a 2-layer, 32-wide encoder, its head, random weights."""
+def finetuned_folder(folder, vocab_file, kind, seed=2, task=None):
+    """A fine-tuned folder of `kind` (TASKS' key; or of `task`, a registry name): a 2-layer, 32-wide
+    encoder, its head, random weights."""
     from configs.model_config import ModelConfig
     from data.tokenization import load_tokenizer
     from finetune.model import make_head
@@ -36,7 +37,7 @@ def finetuned_folder(folder, vocab_file, kind, seed=2):
     from finetune.registry import get_task
     from finetune.saved import save_finetuned_model
 
-    task = get_task(TASKS[kind])
+    task = get_task(task or TASKS[kind])
     vocab_size = load_tokenizer(vocab_file=vocab_file).vocab_size
     model_config = ModelConfig(vocab_size=vocab_size, hidden_size=32, num_layers=2, num_heads=2,
                                intermediate_size=64, embedding_size=16, max_position_embeddings=64)
