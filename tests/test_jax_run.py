@@ -2,12 +2,10 @@
 under the GPU image's Python stand-in (Python 3.12, JAX 0.11.2, NumPy 2.5.2 in .venv312; no TensorFlow; keras,
 namex, optree from the carried wheels), then imported here and fine-tuned by run_finetuning.py; a run
 continued from the weights it returned starts from exactly them and counts its steps on."""
+import concurrent.futures
 import json
-import os
 import pathlib
 import shlex
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -35,7 +33,7 @@ def carried_wheels(source, folder):
 @pytest.fixture(scope="module")
 def first_run(tmp_path_factory):
     from finetune import arrays
-    from tests.helpers import accelerator_python, image_python, repository_mirror, run_device_line
+    from tests.helpers import accelerator_python, image_python, repository_mirror
     from training_jax.run import device_line
 
     python, wheels = image_python()
@@ -52,12 +50,21 @@ def first_run(tmp_path_factory):
                  str(export / "vocab.txt"), "--out", str(export / "tasks")])
     (repo / "jax_export").symlink_to(export)
     printed = device_line("jax_export")
+    python_dir = accelerator_python(root / "py", python)
+    status, output = device_call(printed + TINY + " --also-mlm", repo, root / "OUT", python_dir, root)
+    assert status == 0, output[-4000:]
+    return root, export, output, (repo, python_dir)
+
+
+def device_call(line, repo, out, python_dir, root):
+    """A device call's line here; the module's calls share one JAX compilation cache (the continued run's
+    compiles are the first call's), as the pieces of a run on one machine do."""
+    from tests.helpers import run_device_line
+
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("XLA_FLAGS", JAX_TEST_XLA_FLAGS)  # the device tool's environment, XLA at its quickest compile
-        status, output = run_device_line(printed + TINY + " --also-mlm", repo, root / "OUT", accelerator_python(root / "py", python),
-                                         600)
-    assert status == 0, output[-4000:]
-    return root, export, output
+        patch.setenv("JAX_COMPILATION_CACHE_DIR", str(root / "jax_cache"))
+        return run_device_line(line, repo, out, python_dir, 600)
 
 
 def test_the_one_call_runs_as_printed_then_imports_and_finetunes_here(first_run):
@@ -68,7 +75,7 @@ def test_the_one_call_runs_as_printed_then_imports_and_finetunes_here(first_run)
     from configs import flops
     from configs.pretraining_config import PretrainingConfig
 
-    root, export, output = first_run
+    root, export, output, _ = first_run
     out = root / "OUT"
     summary = output[output.index("=" * 20 + " summary"):]
     for part in ("pretraining: ok", "pretraining (mlm): ok", "fine-tuning, 1 seed(s): ok"):
@@ -129,22 +136,23 @@ print("RESULTS" + json.dumps({"same": all(continued), "count": len(continued), "
 def test_a_continued_run_starts_from_the_returned_weights_and_counts_steps_on(first_run, tmp_path):
     from checkpoints import import_jax
 
-    root, export, _ = first_run
+    root, export, _, (repo, python_dir) = first_run
     shard = root / "OUT" / "weights-8.part1of1.npz"
     names = {"STUDY": root / "run_work" / "export", "OUT": tmp_path / "unused", "SHARD": shard, "FOLDER": shard.parent}
     script = START_FROM
     for name, path in names.items():
         script = script.replace(name, repr(str(path)))
-    started = run_script_under_jax(script, REPO)
-    assert started["same"] and started["count"] > 10 and not started["fresh_same"]
-
-    env = {"KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu", "XLA_FLAGS": JAX_TEST_XLA_FLAGS}
+    # A later call on the device (the wheels as the first call installed them, the returned shard carried), and
+    # beside it the check that --init-from holds exactly the returned weights: two processes, two cores.
     out = tmp_path / "OUT2"
-    completed = subprocess.run(
-        [sys.executable, "-m", "training_jax.run", "--export", str(export), "--out", str(out), "--minutes", "5",
-         "--finetune-minutes", "0", "--measure-steps", "5", "--init-from", str(shard)],
-        cwd=REPO, env={**os.environ, **env}, capture_output=True, text=True, timeout=400)
-    assert completed.returncode == 0, completed.stdout[-3000:] + completed.stderr[-3000:]
+    line = (f"export PYTHONPATH=$PWD/.whl/site KERAS_BACKEND=jax; python3 -m training_jax.run --export jax_export "
+            f"--out $OUT --minutes 5 --finetune-minutes 0 --measure-steps 5 --init-from {shard}")
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        call = pool.submit(device_call, line, repo, out, python_dir, root)
+        started = run_script_under_jax(script, REPO)
+        status, output = call.result()
+    assert started["same"] and started["count"] > 10 and not started["fresh_same"]
+    assert status == 0, output[-4000:]
     record = json.loads((out / "run.json").read_text())
     assert record["steps_before"] == 8 and record["total_steps"] == 8 + record["steps"] and record["steps"] > 0
     assert record["optimizer"].startswith("fresh moments") and len(record["runs"]) == 2
