@@ -19,6 +19,7 @@ import pathlib
 import sys
 
 from common import atomic
+from storage import folder_lock
 from data import corpus as corpus_lib
 from data import paths, tfrecords
 from data.build import BuildSettings, TokenizerSpec, auto_num_shards, build_dataset
@@ -166,6 +167,12 @@ def main(argv=None) -> dict:
         raise InputError(f"{files[0]}: the corpus files are empty; point --corpus-dir at text")
     corpus_lib.check_corpus_files(files, args.corpus_format, args.text_field)  # before anything is deleted
 
+    with folder_lock.acquire(output_dir, "building a dataset"):  # before anything in it is deleted
+        return build_into(output_dir, args, data_dir, files, embedded_corpus)
+
+
+def build_into(output_dir, args, data_dir, files, embedded_corpus) -> dict:
+    """Empties the folder of an earlier build (with --overwrite) and builds the dataset in it."""
     prepare_output_dir(output_dir, args.overwrite)
     tokenizer_spec = resolve_tokenizer(args, data_dir, files, embedded_corpus)
     tokenizer = tokenizer_spec.load()

@@ -32,6 +32,7 @@ quiet_tensorflow()  # before TensorFlow is imported anywhere: hides its start-up
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
 from data import paths
+from storage import folder_lock
 from common.errors import InputError, exit_on_input_error
 
 
@@ -169,15 +170,23 @@ def main(argv=None):
 
     turn_on_onednn()  # before TensorFlow is imported
     pretrained, config, tasks, data_root = prepare(args)
-    from finetune.trials import TrialRunner, prepare_tasks, results_table
-    from training.reporting import Reporter
+    from finetune.trials import prepare_tasks
 
     tokenizer = pretrained.tokenizer()
     task_data = prepare_tasks(tasks, data_root, tokenizer, config, do_predict=args.do_predict)
     names = "+".join(t.name for t in tasks)
-    multitask = f" ({config.multitask_batches.replace('_', '-')} batches)" if len(tasks) > 1 else ""
     logs = pretrained.folder / "finetuning_logs"
     stems = "+".join(t.file_stem for t in tasks)  # no colon in folder names (mrqa:<name> → mrqa-<name>)
+    with folder_lock.acquire(pretrained.folder, f"fine-tuning {names} from this model", name=f"finetuning-{stems}",
+                             fix="wait for it to finish or stop it"):
+        return run_trials(pretrained, config, tasks, task_data, args, names, stems, logs)
+
+
+def run_trials(pretrained, config, tasks, task_data, args, names, stems, logs):
+    from finetune.trials import TrialRunner, results_table
+    from training.reporting import Reporter
+
+    multitask = f" ({config.multitask_batches.replace('_', '-')} batches)" if len(tasks) > 1 else ""
     runner = TrialRunner(pretrained, config, task_data, pretrained.folder, do_predict=args.do_predict,
                          reporter_factory=lambda trial: Reporter(logs / f"{stems}_trial_{trial + 1}"))
     print(f"Fine-tuning {pretrained.folder.name} ({pretrained.recipe_size} recipe: lr {config.learning_rate:g}, "

@@ -58,15 +58,30 @@ def prepare(args):
 
         fuse_elementwise_with_xla()  # the same: TensorFlow reads its XLA flags once
 
-    from storage import model_folder
+    from storage import folder_lock, model_folder
 
     model_folder.require_tensorflow_backend("run_pretraining.py")
     from training import strategy as strategy_lib
-    from training.loop import Run
 
     strategy = strategy_lib.select_strategy(args.tpu)
     run_config.check_batch(config, strategy.num_replicas_in_sync)
     warn_emulated_bf16(config.mixed_precision, strategy_lib.device_kind())
+    lock = folder_lock.acquire(config.model_dir, "pretraining")  # before the resume check reads the folder
+    try:
+        run = resume_or_start(args, config, strategy, dataset_dir, metadata, train_files, eval_files, vocab_file)
+    except BaseException:
+        lock.release()  # a refused run leaves the folder to the next one at once
+        raise
+    run.folder_lock = lock  # held for as long as the run lives
+    return run
+
+
+def resume_or_start(args, config, strategy, dataset_dir, metadata, train_files, eval_files, vocab_file):
+    """The Run, resuming the model folder's checkpoints if it has any (checked against this run)."""
+    from storage import model_folder
+    from training import run_config
+    from training.loop import Run
+
     has_checkpoint = model_folder.latest_checkpoint(config.model_dir) is not None
     saved = run_config.check_resume(config, config.model_dir, has_checkpoint)
     if has_checkpoint:
@@ -92,7 +107,8 @@ def warn_emulated_bf16(precision, device_kind):
 def main(argv=None):
     args = parse_args(argv)
     run = prepare(args)
-    return run.run()
+    with run.folder_lock:
+        return run.run()
 
 
 if __name__ == "__main__":

@@ -162,12 +162,11 @@ def test_a_text_longer_than_the_model_reads_is_truncated_with_a_note(trained, ca
         "truncated to its first 30 tokens")
 
 
-@pytest.mark.parametrize("module", ["inference.inspect", "inference.score", "training.inspect", "training.score"])
-def test_the_commands_answer_by_their_names_and_the_old_ones_still_do(module):
-    """python -m inference.inspect / inference.score, and training.inspect / training.score: the names used
-    before the tools moved out of training/, kept as aliases for commands and scripts written then."""
+@pytest.mark.parametrize("module", ["inference.inspect", "inference.score"])
+def test_the_commands_answer_by_their_names(module):
+    """python -m inference.inspect / inference.score (their old aliases under training/ are gone)."""
     root = pathlib.Path(__file__).resolve().parents[1]
     result = subprocess.run([sys.executable, "-m", module, "--help"], cwd=root, capture_output=True, text=True,
                             timeout=120)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.startswith(f"usage: python -m inference.{module.split('.')[1]} ")
+    assert result.stdout.startswith(f"usage: python -m {module} ")

@@ -94,7 +94,9 @@ def saved_steps(model_dir):
 
 def test_sigkill_mid_training_resumes_from_the_last_saved_step(data_dir):
     """kill -9 while training: the restart resumes at the last listed checkpoint (complete, restorable)
-    with step, weights and optimizer state, and finishes; the model folder holds everything promised."""
+    with step, weights and optimizer state, and finishes; the model folder holds everything promised.
+    A second run started on the folder while the first writes stops at once (exit 2, naming the first);
+    the lock the killed run held does not block the restart."""
     model_dir = data_dir / "models" / "killed"
     first = run_cli(data_dir, "--hparams", hparams(num_train_steps=100000, save_checkpoints_steps=20,
                                                    keep_checkpoint_max=3, model_size="electra_tiny"),
@@ -102,6 +104,10 @@ def test_sigkill_mid_training_resumes_from_the_last_saved_step(data_dir):
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and len(saved_steps(model_dir)) < 2 and first.poll() is None:
         time.sleep(0.2)
+    second = run_cli(data_dir, "--hparams", hparams(num_train_steps=100000, model_size="electra_tiny"), model="killed")
+    refused, _ = second.communicate(timeout=120)  # one writer per folder: the second stops at once
+    assert second.returncode == 2, refused[-2000:]
+    assert f"{model_dir}: another run is pretraining here (pid {first.pid}, `run_pretraining.py" in refused
     first.send_signal(signal.SIGKILL)
     first.wait()
     listed = saved_steps(model_dir)
