@@ -6,7 +6,10 @@ tokenizes in the graph with the same tensorflow-text graph the data pipeline use
 `[CLS] a [SEP] (b [SEP])`, runs the classifier and returns `label` (string), `label_id` and
 `probabilities` (a regression task, with no label names, returns `score`). Load it with
 `import tensorflow_text` then `tf.saved_model.load(path)`; TF Serving (which links tensorflow-text's ops)
-serves the `serving_default` signature.
+serves the `serving_default` signature. The graph needs tensorflow-text's NormalizeUTF8 and
+FastWordpieceTokenizeWithOffsets (WordPiece) or its SentencePiece ops, so clients without tensorflow-text
+(`saved_model_cli`, Triton's TensorFlow backend) cannot run it: for them, --format saved_model_ids
+(checkpoints/saved_model_ids.py: token ids in) or --format onnx.
 
 The classifier is any Keras model mapping {"input_ids", "input_mask", "segment_ids"} (int32
 [batch, max_seq_length]) to logits [batch, num_labels].
