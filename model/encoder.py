@@ -9,6 +9,7 @@ from keras import ops
 
 from model.embeddings import BertEmbeddings
 from model.initializers import glorot_uniform
+from model.layer_scan import scan_layers
 from model.transformer import TransformerLayer
 
 
@@ -33,9 +34,11 @@ class BertEncoder(keras.Model):
     def __init__(self, vocab_size, hidden_size, num_layers, num_heads, intermediate_size,
                  embedding_size=None, max_position_embeddings=512, type_vocab_size=2, dropout=0.1,
                  attention_dropout=0.1, initializer_range=0.02, layer_norm_epsilon=1e-12,
-                 embeddings=None, gdes_embeddings=False, causal=None, name="electra", dtype=None, **kwargs):
+                 embeddings=None, gdes_embeddings=False, causal=None, scan_layers=False, name="electra", dtype=None,
+                 **kwargs):
         super().__init__(name=name, dtype=dtype, **kwargs)
         self.causal = causal
+        self.scan_layers = scan_layers
         if embeddings is not None:
             embedding_size = embeddings.embedding_size
         elif embedding_size is None:
@@ -121,8 +124,18 @@ class BertEncoder(keras.Model):
         hidden = self.embeddings(input_ids, segment_ids, training=training, word_embeddings=word_table)
         if self.embeddings_project is not None:
             hidden = self.embeddings_project(hidden)
-        outputs = []
-        for layer in self.transformer_layers:
+        layers, outputs = self.transformer_layers, []
+        if self.scan_layers and keras.backend.standardize_dtype(hidden.dtype) != layers[0].output_dtype:
+            # a bfloat16 projection's output: layer 0 unrolled, so that its residual adds in bfloat16 as
+            # unrolled (a scan's carry keeps one dtype, the layers' float32 output)
+            hidden = layers[0](hidden, input_mask, training=training, use_fused_attention=use_fused_attention)
+            layers, outputs = layers[1:], [hidden]
+        if self.scan_layers and len(layers) > 1:
+            stacked = scan_layers(layers, hidden, input_mask, training=training,
+                                  use_fused_attention=use_fused_attention)
+            outputs += ops.unstack(stacked, axis=0) if return_all_layers else []
+            hidden, layers = stacked[-1], []
+        for layer in layers:
             hidden = layer(hidden, input_mask, training=training, use_fused_attention=use_fused_attention)
             outputs.append(hidden)
         return outputs if return_all_layers else hidden
@@ -136,5 +149,5 @@ class BertEncoder(keras.Model):
                       type_vocab_size=self.type_vocab_size, dropout=self.dropout_rate,
                       attention_dropout=self.attention_dropout, initializer_range=self.initializer_range,
                       layer_norm_epsilon=self.layer_norm_epsilon, gdes_embeddings=self.gdes_embeddings,
-                      causal=self.causal)
+                      causal=self.causal, scan_layers=self.scan_layers)
         return config

@@ -68,6 +68,11 @@ class TransformerLayer(keras.layers.Layer):
         output = self.output_dropout(self.output_dense(intermediate), training=training)
         return self.output_layer_norm(ops.add(output, attention))
 
+    @property
+    def output_dtype(self):
+        """The dtype of what call returns: the last LayerNorm's (float32 under any policy)."""
+        return self.output_layer_norm.compute_dtype
+
     def compute_output_shape(self, input_shape):
         return input_shape
 

@@ -33,6 +33,14 @@ def make_step_fn(model, optimizer):
     return train_step
 
 
+def use_layer_scan(model, on=True):
+    """Every encoder of the pretrainer runs its transformer layers as one scan over their stacked weights
+    (BertEncoder's scan_layers, model/layer_scan.py) or unrolled: the same step within float32 rounding
+    (tests/test_scan_layers.py), a program that holds each encoder's layer once. Set before the step is traced."""
+    for encoder in model.encoders():
+        encoder.scan_layers = on
+
+
 class SizedSchedule(keras.optimizers.schedules.LearningRateSchedule):
     """The config's schedule with its T (training steps) and W (warmup steps) given to the jitted step as
     arrays instead of compiled in: a run that sets its length from its own measured speed after compiling
