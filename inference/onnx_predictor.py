@@ -1,6 +1,7 @@
-"""Predictions from a `--format onnx` export folder with ONNX Runtime: the fine-tuned folder's featurisation
-(inference.predict.FolderPredictor: this project's tokenizer from the folder's vocabulary, length-sorted
-batches padded to their longest), only the forward pass is model.onnx's. No TensorFlow model is loaded.
+"""An ONNX export folder (`--format onnx`) for inference.predict: what the folder says about its model
+(electra_onnx.json), its tokenizer (this project's, from the folder's vocabulary) and model.onnx's forward
+pass in ONNX Runtime. inference.predict.OnnxPredictor puts them in place of the fine-tuned folder's, so the
+featurisation and batching stay the fine-tuned folder's own. No TensorFlow model is loaded.
 """
 import json
 import types
@@ -8,7 +9,6 @@ import types
 import numpy as np
 
 from common.errors import InputError
-from inference.predict import FolderPredictor
 
 MODEL_FILE = "model.onnx"  # checkpoints.onnx_export.MODEL_FILE
 INFO_FILE = "electra_onnx.json"  # checkpoints.onnx_export.INFO_FILE
@@ -21,6 +21,17 @@ def read_info(folder):
         return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
         raise InputError(f"{path}: unreadable ({str(error)[:80]}); {FIX}") from None
+
+
+def source_fields(folder):
+    """inference.predict.ModelSource's fields (task, kind, label_names, is_pair, max_seq_length)."""
+    values = read_info(folder)
+    try:
+        return {"task": values.get("task") or folder.name, "kind": values["kind"],
+                "label_names": tuple(values["label_names"]), "is_pair": bool(values["is_pair"]),
+                "max_seq_length": int(values["max_seq_length"])}
+    except (KeyError, TypeError, ValueError) as error:
+        raise InputError(f"{folder / INFO_FILE}: lacks or garbles {error}; {FIX}") from None
 
 
 def open_session(path, threads=None):
@@ -41,40 +52,24 @@ def open_session(path, threads=None):
         raise InputError(f"{path}: not a loadable ONNX model ({reason}); {FIX}") from None
 
 
-def model_source(folder):
-    """inference.predict.ModelSource of an export folder, from its electra_onnx.json."""
-    from inference.predict import ModelSource
+class OnnxModel:
+    """`info` (what FolderPredictor reads of finetune.saved's FinetunedInfo), `tokenizer`, `forward`."""
 
-    values = read_info(folder)
-    try:
-        return ModelSource(folder, False, values.get("task") or folder.name, values["kind"],
-                           tuple(values["label_names"]), bool(values["is_pair"]), int(values["max_seq_length"]),
-                           onnx=True)
-    except (KeyError, TypeError, ValueError) as error:
-        raise InputError(f"{folder / INFO_FILE}: lacks or garbles {error}; {FIX}") from None
-
-
-class OnnxPredictor(FolderPredictor):
-    """FolderPredictor whose forward pass is an ONNX Runtime session on the export's model.onnx."""
-
-    def __init__(self, source, batch_size, null_threshold=None):
+    def __init__(self, folder, task):
         from data.tokenization import load_tokenizer
-        from inference.predict import qa_settings
 
-        self.source, self.batch_size = source, batch_size
-        values = read_info(source.path)
-        vocab = str(source.path / values["vocab_file"])
+        values = read_info(folder)
+        vocab = str(folder / values["vocab_file"])
         # the export serves regression scores on the task's scale already: no score_range to apply
-        self.info = types.SimpleNamespace(task=source.task, score_range=None, head={"beam_size": values["beam_size"]})
-        self.tokenizer = load_tokenizer(vocab_file=None if values.get("sentencepiece") else vocab,
-                                        spm_model=vocab if values.get("sentencepiece") else None,
-                                        lower_case=values["do_lower_case"])
-        self.session = open_session(source.path / MODEL_FILE)
+        self.info = types.SimpleNamespace(task=task, score_range=None, head={"beam_size": values["beam_size"]})
+        sentencepiece = bool(values.get("sentencepiece"))
+        self.tokenizer = load_tokenizer(vocab_file=None if sentencepiece else vocab,
+                                        spm_model=vocab if sentencepiece else None, lower_case=values["do_lower_case"])
+        self.session = open_session(folder / MODEL_FILE)
         self._outputs = [output.name for output in self.session.get_outputs()]
-        if source.kind == "span":
-            self.qa = qa_settings(self.info, null_threshold)
 
-    def _forward(self, inputs):
+    def forward(self, inputs):
+        """{"input_ids", "input_mask", "segment_ids"} → logits, or the span head's dict of beams."""
         feed = {"input_ids": inputs["input_ids"], "attention_mask": inputs["input_mask"],
                 "token_type_ids": inputs["segment_ids"]}
         outputs = self.session.run(self._outputs, {name: np.asarray(value, np.int64) for name, value in feed.items()})

@@ -126,9 +126,9 @@ def resolve_model(model_dir, task=None) -> ModelSource:
         raise InputError(f"--model-dir {path}: no such folder; pass a fine-tuned model folder "
                          "(<model dir>/finetuning_models/<task>_model_<trial>/) or its exported SavedModel")
     if (path / "model.onnx").is_file():
-        from inference.onnx_predictor import model_source
+        from inference.onnx_predictor import source_fields
 
-        return model_source(path)
+        return ModelSource(path, False, **source_fields(path), onnx=True)
     if (path / "saved_model.pb").is_file():
         return _saved_model_source(path)
     if (path / FINETUNING_INFO).is_file():
@@ -291,6 +291,19 @@ class FolderPredictor:
         return results
 
 
+class OnnxPredictor(FolderPredictor):
+    """FolderPredictor with an ONNX export's tokenizer and forward pass (inference/onnx_predictor.py)."""
+
+    def __init__(self, source, batch_size, null_threshold=None):
+        from inference.onnx_predictor import OnnxModel
+
+        self.source, self.batch_size = source, batch_size
+        model = OnnxModel(source.path, source.task)
+        self.info, self.tokenizer, self._forward = model.info, model.tokenizer, model.forward
+        if source.kind == "span":
+            self.qa = qa_settings(self.info, null_threshold)
+
+
 class _Words:
     """What finetune.tagging.featurize.align reads of a sentence."""
 
@@ -386,8 +399,6 @@ class SavedModelPredictor:
 
 def load_predictor(source, batch_size, null_threshold=None):
     if source.onnx:
-        from inference.onnx_predictor import OnnxPredictor
-
         return OnnxPredictor(source, batch_size, null_threshold)
     from storage.model_folder import require_tensorflow_backend
 

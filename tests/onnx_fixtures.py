@@ -56,6 +56,20 @@ def finetuned_folder(folder, vocab_file, kind, seed=2, task=None):
     return save_finetuned_model(folder, encoder, head, task, config, pretrained)
 
 
+def exported_folders(root, kinds, fmt="onnx"):
+    """{kind: (a fine-tuned folder, its `python -m checkpoints.export --format fmt` folder)} under root."""
+    from checkpoints import export
+
+    vocab = write_vocab(pathlib.Path(root) / "vocab.txt")
+    made = {}
+    for kind in kinds:
+        folder = finetuned_folder(pathlib.Path(root) / f"{kind}_model_1", vocab, kind)
+        output = pathlib.Path(root) / f"{kind}_{fmt}"
+        export.main(["--model-dir", str(folder), "--format", fmt, "--output", str(output)])
+        made[kind] = (folder, output)
+    return made
+
+
 def model_inputs(tokenizer, texts, max_seq_length=MAX_SEQ_LENGTH):
     """[CLS] text [SEP] of each text, padded to the longest: int32 arrays by the model's input names."""
     special = tokenizer.special_ids

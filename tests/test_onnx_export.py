@@ -9,22 +9,13 @@ import numpy as np
 import pytest
 
 from tests.checkpoint_fixtures import assert_one_line_exit_2
-from tests.onnx_fixtures import SENTENCES, TASKS, finetuned_folder, model_inputs, write_vocab
+from tests.onnx_fixtures import SENTENCES, TASKS, exported_folders, model_inputs
 
 
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory):
     """{kind: (fine-tuned folder, ONNX folder)}, exported through the command line."""
-    from checkpoints import export
-
-    root = tmp_path_factory.mktemp("onnx")
-    vocab = write_vocab(root / "vocab.txt")
-    folders = {}
-    for kind in TASKS:
-        folder = finetuned_folder(root / f"{kind}_model_1", vocab, kind)
-        export.main(["--model-dir", str(folder), "--format", "onnx", "--output", str(root / f"{kind}_onnx")])
-        folders[kind] = (folder, root / f"{kind}_onnx")
-    return folders
+    return exported_folders(tmp_path_factory.mktemp("onnx"), TASKS)
 
 
 def keras_and_onnx(folder, onnx_folder, texts):

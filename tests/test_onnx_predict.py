@@ -8,7 +8,7 @@ import json
 import pytest
 
 from tests.checkpoint_fixtures import assert_one_line_exit_2
-from tests.onnx_fixtures import SENTENCES, finetuned_folder, write_vocab
+from tests.onnx_fixtures import SENTENCES, exported_folders
 
 KINDS = ("classification", "regression", "span")
 ROWS = SENTENCES[:-1] * 3  # 15 rows of several lengths, batched by 4: sorting by length reorders them
@@ -17,16 +17,7 @@ ROWS = SENTENCES[:-1] * 3  # 15 rows of several lengths, batched by 4: sorting b
 @pytest.fixture(scope="module")
 def folders(tmp_path_factory):
     """{kind: (fine-tuned folder, its ONNX export)}."""
-    from checkpoints.onnx_export import export_onnx
-
-    root = tmp_path_factory.mktemp("onnx_predict")
-    vocab = write_vocab(root / "vocab.txt")
-    made = {}
-    for kind in KINDS:
-        folder = finetuned_folder(root / f"{kind}_model_1", vocab, kind)
-        export_onnx(folder, root / f"{kind}_onnx")
-        made[kind] = (folder, root / f"{kind}_onnx")
-    return made
+    return exported_folders(tmp_path_factory.mktemp("onnx_predict"), KINDS)
 
 
 def predict_lines(model_dir, input_path):

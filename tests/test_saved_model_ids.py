@@ -8,23 +8,15 @@ import sys
 import numpy as np
 import pytest
 
-from tests.onnx_fixtures import SENTENCES, finetuned_folder, model_inputs, write_vocab
+from tests.onnx_fixtures import SENTENCES, exported_folders, model_inputs
 
 TEXT_OPS = ("NormalizeUTF8", "Wordpiece", "SentencepieceOp", "RegexSplitWithOffsets", "CaseFoldUTF8")
 
 
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory):
-    from checkpoints import export
-
-    root = tmp_path_factory.mktemp("ids")
-    vocab = write_vocab(root / "vocab.txt")
-    folders = {}
-    for kind in ("classification", "span"):
-        folder = finetuned_folder(root / f"{kind}_model_1", vocab, kind)
-        export.main(["--model-dir", str(folder), "--format", "saved_model_ids", "--output", str(root / kind / "1")])
-        folders[kind] = (folder, root / kind / "1")
-    return folders
+    """{kind: (fine-tuned folder, its ids-in SavedModel)}."""
+    return exported_folders(tmp_path_factory.mktemp("ids"), ("classification", "span"), "saved_model_ids")
 
 
 def keras_inputs(folder, texts):
