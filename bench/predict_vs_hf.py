@@ -3,11 +3,12 @@ side in one run.
 
     ELECTRA_SHARED_DATA=../shared/data python -m bench.predict_vs_hf [--work-dir runs/bench_predict]
         [--hf-batch-sizes 1,8,32,64,128] [--batch-size 64] [--train-steps 30] [--repeats 3] [--threads 2]
-        [--skip predict] [--train-settings bucketed,random,random-inline,hf,hf-grouped]
+        [--skip predict] [--train-settings bucketed,random,random-inline,hf,hf-grouped] [--onnx-int8]
 
 Prepared once in --work-dir (reused by later runs): a randomly initialised electra_small model folder with
 BERT's uncased vocabulary (speed does not depend on the weights), fine-tuned a few steps on SST-2 by
-run_finetuning.py, and exported by `python -m checkpoints.export --format hf`, whose discriminator Hugging
+run_finetuning.py, exported by `python -m checkpoints.export --format onnx` (model.onnx beside its
+tokenizer), and by `python -m checkpoints.export --format hf`, whose discriminator Hugging
 Face loads as ElectraForSequenceClassification (its classifier newly initialised: a dense layer more than
 ours on [CLS], about 0.1% of the model's multiply-adds at these lengths).
 
@@ -15,7 +16,10 @@ ours on [CLS], about 0.1% of the model's multiply-adds at these lengths).
    inference.predict` (predict.main on the dev TSV, JSON lines written; length-bucketed batches of
    --batch-size); Hugging Face: `pipeline("text-classification", top_k=None)` at each --hf-batch-sizes
    (PyTorch CPU), the best one compared; the same JSON lines written. Each timed after a warm-up call on
-   the first 64 sentences (compilation and first-call costs not timed).
+   the first 64 sentences (compilation and first-call costs not timed). ONNX Runtime: the same command on
+   the ONNX export folder (the same featurisation and batches, model.onnx's forward pass, float32);
+   --onnx-int8 adds the export with model.onnx quantised by onnxruntime.quantization.quantize_dynamic
+   (int8 weights of the matrix multiplies), and prints its SST-2 dev accuracy beside float32's.
 2. Fine-tuning updates per second on SST-2's training set, batch 32: ours (the fine-tuning model, optimizer
    and compiled step of run_finetuning.py) with length_bucketing (dynamic padding; pools of 50 batches
    sorted by length, the fast option) and with bucket_pool_batches 1 (random batches, each padded to its
@@ -56,6 +60,7 @@ def prepare(work, shared, finetune_steps):
     folder = data_dir / "models" / MODEL_NAME
     finetuned = folder / "finetuning_models" / "sst_model_1"
     hf = work / "hf" / "discriminator"
+    onnx = work / "onnx"
     if not (folder / "config.json").is_file():
         vocab = shared / "vocab" / "bert-base-uncased-vocab.txt"
         _run([sys.executable, "-c", PRETRAINED_SCRIPT, str(folder), str(vocab)])
@@ -67,7 +72,22 @@ def prepare(work, shared, finetune_steps):
     if not (hf / "config.json").is_file():
         _run([sys.executable, "-m", "checkpoints.export", "--model-dir", str(folder), "--format", "hf",
               "--output", str(work / "hf"), "--overwrite"])
-    return folder, finetuned, hf
+    if not (onnx / "model.onnx").is_file():
+        _run([sys.executable, "-m", "checkpoints.export", "--model-dir", str(finetuned), "--format", "onnx",
+              "--output", str(onnx), "--overwrite"])
+    return folder, finetuned, hf, onnx
+
+
+def quantised_copy(onnx, target):
+    """The ONNX export folder with model.onnx's weights quantised to int8 (dynamic quantisation)."""
+    import shutil
+
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    if not (target / "model.onnx").is_file():
+        shutil.copytree(onnx, target, dirs_exist_ok=True, ignore=shutil.ignore_patterns("model.onnx"))
+        quantize_dynamic(str(onnx / "model.onnx"), str(target / "model.onnx"), weight_type=QuantType.QInt8)
+    return target
 
 
 PRETRAINED_SCRIPT = """
@@ -115,14 +135,21 @@ def configure_tensorflow(threads):
 
 
 def worker_ours_predict(args):
-    """Rows/s of inference.predict on the dev TSV (after a warm-up on its first rows)."""
+    """Rows/s of inference.predict on the dev TSV (after a warm-up on its first rows); with args.model_dir
+    (an ONNX export folder) ONNX Runtime's, its session on args.threads threads; the labels written."""
     configure_tensorflow(args.threads)
-    from inference import predict
+    import functools
+
+    from inference import onnx_predictor, predict
+
+    onnx_predictor.open_session = functools.partial(onnx_predictor.open_session, threads=args.threads)
 
     dev = pathlib.Path(args.shared) / "glue" / "SST-2" / "dev.tsv"
     warm = pathlib.Path(args.work) / "warmup.tsv"
     warm.write_text("\n".join(dev.read_text(encoding="utf-8").splitlines()[:WARMUP_ROWS + 1]) + "\n", encoding="utf-8")
-    common = ["--model-dir", args.finetuned, "--batch-size", str(args.batch_size), "--output", os.devnull]
+    out = pathlib.Path(args.work) / f"predictions_{os.getpid()}.jsonl"
+    common = ["--model-dir", getattr(args, "model_dir", None) or args.finetuned, "--batch-size",
+              str(args.batch_size), "--output", str(out)]
     predictor = {}
     original = predict.load_predictor
 
@@ -139,7 +166,9 @@ def worker_ours_predict(args):
             summary = predict.main(common + [str(dev)])
         finally:
             sys.stderr = stderr
-    return {"rows": summary["rows"], "seconds": summary["seconds"]}
+    labels = [json.loads(line)["label"] for line in out.read_text(encoding="utf-8").splitlines()]
+    out.unlink()
+    return {"rows": summary["rows"], "seconds": summary["seconds"], "labels": labels}
 
 
 def worker_hf_predict(args):
@@ -260,7 +289,7 @@ WORKERS = {"ours-predict": worker_ours_predict, "hf-predict": worker_hf_predict,
 def spawn(name, args, **extra):
     """Runs one worker in a fresh process (its own thread pools); returns its RESULT JSON."""
     values = {"threads": args.threads, "shared": args.shared, "work": args.work, "folder": args.folder,
-              "finetuned": args.finetuned, "hf": args.hf, "steps": args.train_steps,
+              "finetuned": args.finetuned, "hf": args.hf, "onnx": args.onnx, "steps": args.train_steps,
               "warmup_steps": args.warmup_steps, **extra}
     command = [sys.executable, "-m", "bench.predict_vs_hf", "--worker", name, "--worker-args", json.dumps(values)]
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", KERAS_BACKEND="tensorflow", OMP_NUM_THREADS=str(args.threads),
@@ -286,6 +315,9 @@ def main(argv=None):
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=os.cpu_count())
     parser.add_argument("--skip", default="", help="comma-separated: predict, train")
+    parser.add_argument("--onnx-int8", action="store_true",
+                        help="also ONNX Runtime on an int8 dynamically quantised copy of the export (its accuracy "
+                             "change printed)")
     parser.add_argument("--train-settings", default="bucketed,random,hf,hf-grouped",
                         help=f"comma-separated fine-tuning settings to measure, of: {', '.join(TRAIN_SETTINGS)}")
     parser.add_argument("--worker", choices=sorted(WORKERS), help=argparse.SUPPRESS)
@@ -306,11 +338,13 @@ def main(argv=None):
 
     print(f"CPU: {read_cpu_features().describe()}; {os.cpu_count()} cores; threads {args.threads}")
     print(f"load average before: {' '.join(f'{v:.2f}' for v in os.getloadavg())}; tensorflow "
-          f"{version('tensorflow')}, torch {version('torch')}, transformers {version('transformers')}", flush=True)
+          f"{version('tensorflow')}, torch {version('torch')}, transformers {version('transformers')}, "
+          f"onnxruntime {version('onnxruntime')}", flush=True)
     started = time.time()
-    folder, finetuned, hf = prepare(work, shared, args.finetune_steps)
-    paths = (shared, work, folder, finetuned, hf)
-    args.shared, args.work, args.folder, args.finetuned, args.hf = (str(path) for path in paths)
+    folder, finetuned, hf, onnx = prepare(work, shared, args.finetune_steps)
+    paths = (shared, work, folder, finetuned, hf, onnx)
+    args.shared, args.work, args.folder, args.finetuned, args.hf, args.onnx = (str(path) for path in paths)
+    args.onnx_int8_dir = str(quantised_copy(onnx, work / "onnx_int8")) if args.onnx_int8 else None
     print(f"prepared in {time.time() - started:.0f} s: {finetuned} and its Hugging Face export {hf} "
           "(random initial weights, a few fine-tuning steps: a speed benchmark)", flush=True)
     skip = set(filter(None, args.skip.split(",")))
@@ -324,28 +358,62 @@ def main(argv=None):
     return table
 
 
+def our_runs(args):
+    """{row name: (label, the worker's extra arguments)} of our predictions: TensorFlow, ONNX Runtime
+    (float32) and, with --onnx-int8, ONNX Runtime on the quantised copy."""
+    runs = {"ours": (f"ours, python -m inference.predict --batch-size {args.batch_size} (TensorFlow)", {}),
+            "onnx": ("ONNX Runtime, the same command on the --format onnx export (float32)",
+                     {"model_dir": args.onnx})}
+    if args.onnx_int8_dir:
+        runs["onnx-int8"] = ("ONNX Runtime, int8 dynamic quantisation of the export", {"model_dir": args.onnx_int8_dir})
+    return runs
+
+
+def dev_accuracy(shared, labels):
+    lines = (pathlib.Path(shared) / "glue" / "SST-2" / "dev.tsv").read_text(encoding="utf-8").splitlines()
+    column = lines[0].split("\t").index("label")
+    gold = [line.split("\t")[column] for line in lines[1:] if line.strip()]
+    return sum(a == b for a, b in zip(gold, labels)) / len(gold)
+
+
 def predictions(args):
     sizes = [int(size) for size in args.hf_batch_sizes.split(",")]
-    rates = {"ours": []} | {size: [] for size in sizes}
+    runs = our_runs(args)
+    rates = {key: [] for key in runs} | {size: [] for size in sizes}
+    labels = {}
     for repeat in range(args.repeats):
-        result = spawn("ours-predict", args, batch_size=args.batch_size)
-        rates["ours"].append(result["rows"] / result["seconds"])
+        for key, (_, extra) in runs.items():
+            result = spawn("ours-predict", args, batch_size=args.batch_size, **extra)
+            rates[key].append(result["rows"] / result["seconds"])
+            labels[key] = result["labels"]
         for size in sizes:
             result = spawn("hf-predict", args, batch_size=size)
             rates[size].append(result["rows"] / result["seconds"])
-        print(f"  predictions, repeat {repeat + 1}: ours {rates['ours'][-1]:.1f} rows/s; Hugging Face "
-              + ", ".join(f"batch {size} {rates[size][-1]:.1f}" for size in sizes), flush=True)
+        print(f"  predictions, repeat {repeat + 1}: " + ", ".join(f"{key} {rates[key][-1]:.1f}" for key in runs)
+              + " rows/s; Hugging Face " + ", ".join(f"batch {size} {rates[size][-1]:.1f}" for size in sizes),
+              flush=True)
     medians = {key: statistics.median(values) for key, values in rates.items()}
     best = max(sizes, key=lambda size: medians[size])
     print(f"\nPredictions on the {872} SST-2 dev sentences (rows/s, median of {args.repeats}):")
-    print(f"  ours, python -m inference.predict --batch-size {args.batch_size}: {medians['ours']:.1f} "
-          f"({', '.join(f'{r:.1f}' for r in rates['ours'])})")
+    for key, (label, _) in runs.items():
+        print(f"  {label}: {medians[key]:.1f} ({', '.join(f'{r:.1f}' for r in rates[key])})")
     for size in sizes:
         print(f"  Hugging Face pipeline, batch_size {size}: {medians[size]:.1f} "
               f"({', '.join(f'{r:.1f}' for r in rates[size])})" + ("  <- best" if size == best else ""))
-    print(f"  ours / Hugging Face's best: {medians['ours'] / medians[best]:.2f}x", flush=True)
+    for key in runs:
+        print(f"  {key} / Hugging Face's best: {medians[key] / medians[best]:.2f}x")
+    print(f"  onnx / ours (TensorFlow): {medians['onnx'] / medians['ours']:.2f}x")
+    same = sum(a == b for a, b in zip(labels["ours"], labels["onnx"]))
+    print(f"  labels: ONNX Runtime float32 equals TensorFlow on {same} of {len(labels['ours'])} sentences")
+    if "onnx-int8" in runs:
+        accuracy = {key: dev_accuracy(args.shared, labels[key]) for key in ("onnx", "onnx-int8")}
+        agree = sum(a == b for a, b in zip(labels["onnx"], labels["onnx-int8"]))
+        print(f"  int8: SST-2 dev accuracy {accuracy['onnx-int8']:.4f} against float32's {accuracy['onnx']:.4f} "
+              f"(change {accuracy['onnx-int8'] - accuracy['onnx']:+.4f}); labels agree on {agree} of "
+              f"{len(labels['onnx'])}; {medians['onnx-int8'] / medians['onnx']:.2f}x float32's speed")
+    sys.stdout.flush()
     return {"rates": {str(k): v for k, v in rates.items()}, "best_hf_batch": best,
-            "ratio": medians["ours"] / medians[best]}
+            "ratio": medians["ours"] / medians[best], "onnx_ratio": medians["onnx"] / medians[best]}
 
 
 # key: (label, worker, its extra arguments)
