@@ -8,11 +8,13 @@
         --seconds 2 --steps-per-dispatch 4
 
 Variants of the same update (the same model, masking, sampling, losses and optimizer; the same numbers up to
-float32 rounding, which tests/test_jax_pretraining.py, tests/test_optimization.py and tests/test_step_kernels.py
-check):
+float32 rounding, which tests/test_jax_pretraining.py, tests/test_optimization.py, tests/test_step_kernels.py and
+tests/test_scan_layers.py check):
   today                 one dispatch per step, Q/K/V by three matmuls, Gumbel-max through top_k, AdamW per variable
-  new                   what training_jax.pretrain runs by default: --steps-per-dispatch updates per dispatch
-                        (lax.scan), one Q/K/V matmul, argmax
+  new                   what training_jax.pretrain runs by default on an accelerator: --steps-per-dispatch updates
+                        per dispatch (lax.scan), one Q/K/V matmul, argmax, each encoder's layers as one scan over
+                        their stacked weights (--scan-layers: a compile that does not grow with depth)
+  new without scan_layers  the same with the layers unrolled, as before (compile seconds side by side)
   new + flat update     and AdamW on flat vectors with one global norm (training_jax.pretrain --flat-update)
 and with --ablations "new" with each change taken out alone. Each variant compiles its own program: the first
 block (compile + run) is reported apart, then steps/s over --seconds of blocks, its analytic TFLOP/s
@@ -29,7 +31,7 @@ import time
 
 os.environ.setdefault("KERAS_BACKEND", "jax")
 
-DEFAULT_CHANGES = ("blocks", "qkv", "argmax")  # what training_jax.pretrain runs
+DEFAULT_CHANGES = ("blocks", "qkv", "argmax", "scan_layers")  # what training_jax.pretrain runs on an accelerator
 CHANGES = DEFAULT_CHANGES + ("flat_update",)
 
 
@@ -66,11 +68,13 @@ def measure_variant(args, name, changes, examples_np, device, timed=True):
 
     from bench.pretrain_step_gpu import build
     from training_jax.pretrain import make_functions
+    from training_jax.step import use_layer_scan
 
     with step_pieces(changes):
         config, model, optimizer = build(args)
         if hasattr(optimizer, "fused"):
             optimizer.fused = "flat_update" in changes
+        use_layer_scan(model, "scan_layers" in changes)
         train, _, zero_stats = make_functions(model, optimizer)
         examples = {k: jax.device_put(v, device) for k, v in examples_np.items()}
         state = jax.device_put(([v.value for v in model.trainable_variables],
@@ -109,12 +113,17 @@ def measure_variant(args, name, changes, examples_np, device, timed=True):
 
 
 def variants(ablations):
-    """{name: changes}: today's, the default, with the flat update; with `ablations` the default less each."""
-    chosen = {"today": (), "new": DEFAULT_CHANGES, "new + flat update": CHANGES}
+    """{name: changes}: today's, the default, the default with its layers unrolled, with the flat update; with
+    `ablations` the default less each change."""
+    chosen = {"today": (), "new": DEFAULT_CHANGES, "new without scan_layers": without(DEFAULT_CHANGES, "scan_layers"),
+              "new + flat update": CHANGES}
     if ablations:
-        chosen.update({f"new without {change}": tuple(c for c in DEFAULT_CHANGES if c != change)
-                       for change in DEFAULT_CHANGES})
+        chosen.update({f"new without {change}": without(DEFAULT_CHANGES, change) for change in DEFAULT_CHANGES})
     return chosen
+
+
+def without(changes, change):
+    return tuple(c for c in changes if c != change)
 
 
 def parse_args(argv=None):
@@ -152,8 +161,8 @@ def main(argv=None):
     if keras.backend.backend() != "jax":
         sys.exit(f"run with KERAS_BACKEND=jax (got {keras.backend.backend()})")
     device = jax.devices()[0]
-    print("command: KERAS_BACKEND=jax " + " ".join([os.path.basename(sys.executable), "-m", "bench.gpu_speed",
-                                                     *(argv if argv is not None else sys.argv[1:])]))
+    print("command: KERAS_BACKEND=jax " + shlex.join([os.path.basename(sys.executable), "-m", "bench.gpu_speed",
+                                                       *(argv if argv is not None else sys.argv[1:])]))
     print(f"device: {device.platform} {device.device_kind}; jax {jax.__version__}, keras {keras.__version__}, "
           f"numpy {np.__version__}; {time.strftime('%Y-%m-%d')}")
     config = build(args)[0]

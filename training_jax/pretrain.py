@@ -64,18 +64,28 @@ def weights_file(step):
     return f"weights-{step}.npz"
 
 
-def build(config_path, fused_update=False):
+def build(config_path, fused_update=False, scan_layers=False):
     """(config, pretrainer, optimizer); `fused_update`: AdamW updates flat vectors (model.optimizers), the
     same update in a few kernels instead of hundreds, at a longer compile (bench/gpu_speed.py measures
-    both; off until a GPU shows it pays)."""
+    both; off until a GPU shows it pays). `scan_layers`: each encoder's layers run as one scan over their
+    stacked weights (training_jax.step.use_layer_scan)."""
     from configs.pretraining_config import PretrainingConfig
     from pretrain.builder import build_for_training
+    from training_jax.step import use_layer_scan
 
     config = PretrainingConfig.load(config_path)
     model, optimizer = build_for_training(config)
     if hasattr(optimizer, "fused"):
         optimizer.fused = fused_update
+    use_layer_scan(model, scan_layers)
     return config, model, optimizer
+
+
+def default_scan_layers(platform):
+    """--scan-layers unless given: on an accelerator, where it takes the compile from growing with depth (the
+    same update within float32 rounding: the forward pass, losses and seeds bit for bit, the gradients within a
+    few ulps, tests/test_scan_layers.py); off on the CPU, where compiles are short and the step stays as it was."""
+    return platform != "cpu"
 
 
 def add_stats(a, b):
@@ -201,11 +211,12 @@ class Run:
         self.checkpoint_steps = arm["checkpoint_steps"]
         self.log_every = study["log_every"]
         self.eval_every = arm["eval_every"] if self.sized else study["eval_every"][args.arm]
+        self.device = jax.devices()[0]
+        self.scan_layers = default_scan_layers(self.device.platform) if args.scan_layers is None else args.scan_layers
         self.config, self.model, self.optimizer = build(args.study / (config_file or arm["config_file"]),
-                                                        fused_update=args.flat_update)
+                                                        fused_update=args.flat_update, scan_layers=self.scan_layers)
         if args.init_from:  # before the state is taken from the model: the run starts from these weights
             self.init_from_weights(args.init_from)
-        self.device = jax.devices()[0]
         self.state_dir = args.state_dir or args.study / f"state_{args.arm}"
         self.metrics_path = args.out / METRICS_FILE
         config = self.config
@@ -372,7 +383,8 @@ class Run:
                 self.log(f"first step (compile + run) {compile_seconds:.1f} s")
                 timed_start, timed_from = time.monotonic(), step
                 window_start, window_from = timed_start, step
-                self.log(f"{self.block_steps} update(s) per dispatch")
+                self.log(f"{self.block_steps} update(s) per dispatch; layers "
+                         f"{'scanned' if self.scan_layers else 'unrolled'}")
             if step % self.log_every == 0 or step == total:
                 values = self.model.finalize_metrics(jax.device_get(self.stats_sum))
                 self.stats_sum = jax.tree_util.tree_map(jax.numpy.zeros_like, self.stats_sum)
@@ -538,6 +550,10 @@ def parse_args(argv=None):
     parser.add_argument("--flat-update", action="store_true",
                         help="AdamW on flat vectors with one global norm (AdamWeightDecay(fused=True)): the same "
                              "update in a few kernels instead of several per variable, but a longer compile")
+    parser.add_argument("--scan-layers", action=argparse.BooleanOptionalAction, default=None,
+                        help="run each encoder's transformer layers as one scan over their stacked weights: a compile "
+                             "that does not grow with depth, the same update within float32 rounding (default: on "
+                             "an accelerator, off on the CPU)")
     parser.add_argument("--steps-per-dispatch", type=int, default=0, metavar="K",
                         help="updates run by one dispatch of the compiled step (lax.scan; the same updates bit for "
                              "bit); 0: 1 on the CPU, else the largest divisor of the log window up to 32")
