@@ -1,4 +1,5 @@
-"""JAX fine-tuning speed, side by side in one run: the way before issue 33 against one process for all.
+"""JAX fine-tuning speed, side by side in one run: the way before issue 33, one process for all, and one
+process whose models (and seeds) of a task train together in one vmapped update.
 
     python -m bench.finetune_jax_speed                       # CPU: electra_tiny, synthetic GLUE-shaped tasks
     python -m bench.finetune_jax_speed --model-size electra_small --tasks-dir TASKS   # GPU: the exported tasks
@@ -7,10 +8,14 @@ Before: one `python -m training_jax.finetune` process per (model, task) job, as 
 them on the H200 (here one after another, for the first --before-models models), with --no-fixed-shapes
 --no-shared-programs --no-sized-steps (each trial compiles its own steps, the last batch of an epoch its
 own shape, the schedule's step counts compiled in). After: one process for every model and task with the
-defaults (shared programs, fixed shapes, step counts as inputs). Both start from an empty compilation
-cache. Printed per way: wall time (process start-ups, compiles and evaluation included) in all and per
-model, updates/s per model in its training loops (their compiles included), compiles (jax.monitoring,
-all processes), and the ratios. `measure(...)` returns the same as a dict; the device is printed.
+defaults (shared programs, fixed shapes, step counts as inputs), each job's updates after the other's.
+Vmapped: after's process with --vmap-models (training_jax.members: a task's models and seeds in one
+update vmapped over them). Every way starts from an empty compilation cache. Printed per way: wall time
+(process start-ups, compiles and evaluation included) in all and per model, updates/s per model in its
+training loops (their compiles included; vmapped models train at once, so each one's rate is its
+updates over the shared loop's time), updates/s of all models together (all updates over the training
+loops' wall time), compiles (jax.monitoring, all processes), and the ratios between the ways.
+`measure(...)` returns the same as a dict; the device is printed.
 
 The models: --models - 1 weights files of randomly initialised encoders (different seeds) and the random
 control (`--weights none`); speed does not depend on what the weights learned. Without --tasks-dir, the
@@ -35,6 +40,7 @@ GLUE_SIZES = {"cola": (8551, 1043), "sst": (67349, 872), "mrpc": (7336, 408), "s
               "rte": (2490, 277)}
 SYNTHETIC_VOCAB = 1000
 BEFORE_FLAGS = ["--no-fixed-shapes", "--no-shared-programs", "--no-sized-steps"]
+WAYS = ("before", "after", "vmapped")
 
 
 def synthetic_tasks(folder, scale=0.02, tasks=tuple(GLUE_SIZES), vocab_size=SYNTHETIC_VOCAB, max_seq_length=128,
@@ -116,23 +122,26 @@ def _summary(runs, wall):
             done["train_seconds"] += job["train_seconds"]
     rates = [m["updates"] / m["train_seconds"] for m in per_model.values() if m["train_seconds"] > 0]
     stats_list = [stats for _, stats in runs]
+    loops_seconds = sum(s["train_seconds"] for s in stats_list)  # models trained together counted once
+    updates = sum(m["updates"] for m in per_model.values())
     return {"wall_seconds": wall, "wall_seconds_per_model": wall / len(per_model), "processes": len(runs),
             "models": len(per_model),
-            "updates": sum(m["updates"] for m in per_model.values()),
-            "train_seconds": sum(m["train_seconds"] for m in per_model.values()),
+            "updates": updates, "train_seconds": loops_seconds,
             "updates_per_second_per_model": float(np.mean(rates)) if rates else 0.0,
+            "updates_per_second_all_models": updates / loops_seconds if loops_seconds > 0 else 0.0,
             "compiles": sum(s["compiles"] for s in stats_list),
             "compile_seconds": sum(s["compile_seconds"] for s in stats_list),
             "traces": sum(s["traces"] for s in stats_list), "device": stats_list[0]["device"]}
 
 
 def measure(work=None, tasks_dir=None, model_size="electra_tiny", models=3, tasks=tuple(GLUE_SIZES), scale=0.02,
-            seeds=1, hparams=None, ways=("before", "after"), synthetic_length=128, before_models=1):
-    """Runs the ways in `ways` on the same tasks; "after" trains all `models`, "before" the first
-    `before_models` of them (its processes run one after another, so its time grows with the models:
-    compare wall_seconds_per_model). Returns {"before": summary, "after": summary, "ratios": {...},
-    "tasks", "model_size", "device"}, each summary with wall_seconds, wall_seconds_per_model, processes,
-    models, updates, train_seconds, updates_per_second_per_model, compiles, compile_seconds, traces, device."""
+            seeds=1, hparams=None, ways=WAYS, synthetic_length=128, before_models=1):
+    """Runs the ways in `ways` on the same tasks; "after" and "vmapped" train all `models`, "before" the
+    first `before_models` of them (its processes run one after another, so its time grows with the models:
+    compare wall_seconds_per_model). Returns {way: summary, "ratios": {"<newer>/<older>": {...}}, "tasks",
+    "model_size", "device"}, each summary with wall_seconds, wall_seconds_per_model, processes, models,
+    updates, train_seconds (the training loops' wall time), updates_per_second_per_model,
+    updates_per_second_all_models, compiles, compile_seconds, traces, device."""
     work = pathlib.Path(work or tempfile.mkdtemp(prefix="finetune_jax_speed_"))
     work.mkdir(parents=True, exist_ok=True)
     if tasks_dir is None:
@@ -156,36 +165,44 @@ def measure(work=None, tasks_dir=None, model_size="electra_tiny", models=3, task
                 runs.append(({str(out): number}, _finetune(common([task]) + ["--weights", *files, "--out", str(out)]
                                                  + BEFORE_FLAGS, out.with_suffix(".stats.json"))))
         results["before"] = _summary(runs, time.monotonic() - start)
-    if "after" in ways:
-        start = time.monotonic()
-        outs = [str(work / "after" / f"model-{number}") for number in range(len(weights))]
-        stats = _finetune(common(tasks) + [arg for files in weights for arg in ("--weights", *files)]
-                          + ["--out", *outs], work / "after.stats.json")
-        results["after"] = _summary([({out: n for n, out in enumerate(outs)}, stats)], time.monotonic() - start)
-    if "before" in results and "after" in results:
-        before, after = results["before"], results["after"]
-        results["ratios"] = {
-            "wall_time_per_model": before["wall_seconds_per_model"] / after["wall_seconds_per_model"],
-            "updates_per_second_per_model": (after["updates_per_second_per_model"]
-                                             / max(before["updates_per_second_per_model"], 1e-9)),
-            "compiles": before["compiles"] / max(after["compiles"], 1)}
+    for way, flags in (("after", []), ("vmapped", ["--vmap-models"])):
+        if way in ways:
+            start = time.monotonic()
+            outs = [str(work / way / f"model-{number}") for number in range(len(weights))]
+            stats = _finetune(common(tasks) + [arg for files in weights for arg in ("--weights", *files)]
+                              + ["--out", *outs] + flags, work / f"{way}.stats.json")
+            results[way] = _summary([({out: n for n, out in enumerate(outs)}, stats)], time.monotonic() - start)
+    done = [way for way in WAYS if way in results]
+    results["ratios"] = {f"{new}/{old}": ratios(results[old], results[new])
+                         for number, new in enumerate(done) for old in done[:number]}
     results["device"] = next(results[way]["device"] for way in ways)
     return results
 
 
+def ratios(old, new):
+    """How much better `new` is than `old` (above 1: better): wall time per model, updates/s, compiles."""
+    return {"wall_time_per_model": old["wall_seconds_per_model"] / new["wall_seconds_per_model"],
+            "updates_per_second_per_model": (new["updates_per_second_per_model"]
+                                             / max(old["updates_per_second_per_model"], 1e-9)),
+            "updates_per_second_all_models": (new["updates_per_second_all_models"]
+                                              / max(old["updates_per_second_all_models"], 1e-9)),
+            "compiles": old["compiles"] / max(new["compiles"], 1)}
+
+
 def table(results):
-    ways = [way for way in ("before", "after") if way in results]
+    ways = [way for way in WAYS if way in results]
     rows = [("wall time, s", "wall_seconds", "{:.1f}"), ("models", "models", "{}"),
             ("wall time per model, s", "wall_seconds_per_model", "{:.1f}"), ("processes", "processes", "{}"),
-            ("updates (all models)", "updates", "{}"), ("updates/s per model", "updates_per_second_per_model",
-                                                        "{:.1f}"),
+            ("updates (all models)", "updates", "{}"), ("training loops, s", "train_seconds", "{:.1f}"),
+            ("updates/s per model", "updates_per_second_per_model", "{:.1f}"),
+            ("updates/s, all models", "updates_per_second_all_models", "{:.1f}"),
             ("compiles", "compiles", "{}"), ("compile time, s", "compile_seconds", "{:.1f}"),
             ("traces", "traces", "{}")]
     lines = [f"{'':<24}" + "".join(f"{way:>12}" for way in ways)]
     for label, key, form in rows:
         lines.append(f"{label:<24}" + "".join(f"{form.format(results[way][key]):>12}" for way in ways))
-    for name, ratio in results.get("ratios", {}).items():
-        lines.append(f"ratio {name}: {ratio:.2f}x")
+    for pair, figures in results.get("ratios", {}).items():
+        lines.append(f"ratios {pair}: " + ", ".join(f"{name} {ratio:.2f}x" for name, ratio in figures.items()))
     return "\n".join(lines)
 
 
@@ -202,7 +219,7 @@ def main(argv=None):
     parser.add_argument("--synthetic-length", type=int, default=128, help="synthetic tasks: max_seq_length")
     parser.add_argument("--seeds", type=int, default=1)
     parser.add_argument("--hparams", default="", help="FinetuningConfig overrides (JSON) for both ways")
-    parser.add_argument("--ways", default="before,after")
+    parser.add_argument("--ways", default=",".join(WAYS))
     parser.add_argument("--work", type=pathlib.Path, default=None, help="where runs go (default: a new temp folder)")
     parser.add_argument("--json", type=pathlib.Path, default=None, help="also write the results here")
     args = parser.parse_args(argv)

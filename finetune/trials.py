@@ -74,6 +74,17 @@ def prepare_tasks(tasks, data_root, tokenizer, config, do_train=True, do_predict
     return prepared
 
 
+@dataclasses.dataclass
+class StartedTrial:
+    """A trial built and ready to train (TrialRunner.start_trial)."""
+    trial: int
+    seed: int
+    encoder: object
+    model: object
+    trainer: object
+    reporter: object = None
+
+
 class TrialRunner:
     """`trainer_class(model, tasks, optimizer, config)`: a finetune.loop.BaseTrainer (default TFTrainer);
     `load_encoder(pretrained)`: the encoder each trial starts from; `results_dir`: where
@@ -97,6 +108,15 @@ class TrialRunner:
         return count_steps([d.train["count"] for d in self.task_data], self.config)
 
     def run_trial(self, trial):
+        started = self.start_trial(trial)
+        start = time.monotonic()
+        if self.do_train:
+            started.trainer.train(*self.train_arguments(started))
+        return self.score_trial(started, time.monotonic() - start)
+
+    def start_trial(self, trial):
+        """The trial's model and trainer, built from seed + trial (a caller that trains several trials at
+        once, training_jax.members, builds them here too, so each is what run_trial would have trained)."""
         config, tasks = self.config, [d.task for d in self.task_data]
         seed = config.seed + trial
         keras.utils.set_random_seed(seed)
@@ -105,12 +125,19 @@ class TrialRunner:
                                           for t in tasks})
         trainer = self.trainer_class(model, tasks, build_optimizer(config, self.num_steps, encoder.num_layers),
                                      config)
-        label = f"{'+'.join(t.name for t in tasks)} trial {trial + 1}/{config.num_trials}"
         reporter = self.reporter_factory(trial) if self.reporter_factory else None
-        start = time.monotonic()
-        if self.do_train:
-            trainer.train({d.task.name: d.train for d in self.task_data}, self.num_steps, seed, reporter, label)
-        train_seconds = time.monotonic() - start
+        return StartedTrial(trial, seed, encoder, model, trainer, reporter)
+
+    def train_arguments(self, started):
+        """trainer.train's arguments for the trial: (features by task, steps, seed, reporter, label)."""
+        tasks = "+".join(d.task.name for d in self.task_data)
+        label = f"{tasks} trial {started.trial + 1}/{self.config.num_trials}"
+        return ({d.task.name: d.train for d in self.task_data}, self.num_steps, started.seed, started.reporter,
+                label)
+
+    def score_trial(self, started, train_seconds):
+        """After training: evaluate (and predict, save) each task; the trial's results by task."""
+        config, trial, trainer, reporter = self.config, started.trial, started.trainer, started.reporter
         results = {}
         for data in self.task_data:
             scores = {}
@@ -129,9 +156,9 @@ class TrialRunner:
                     self.say(f"{data.task.name}: wrote {path}")
             if config.save_finetuned_models:
                 folder = self.model_dir / "finetuning_models" / model_folder_name(data.task.file_stem, trial + 1)
-                save_finetuned_model(folder, encoder, model.heads[data.task.name], data.task, config,
-                                     self.pretrained, scores)
-            results[data.task.name] = {"trial": trial + 1, "seed": seed, "metrics": scores,
+                save_finetuned_model(folder, started.encoder, started.model.heads[data.task.name], data.task,
+                                     config, self.pretrained, scores)
+            results[data.task.name] = {"trial": trial + 1, "seed": started.seed, "metrics": scores,
                                        "train_seconds": round(train_seconds, 1)}
         if reporter is not None:
             reporter.close()
@@ -145,6 +172,13 @@ class TrialRunner:
     def run(self, resume=False):
         """Every trial; with `resume`, the trials a results file of the same config and tasks already holds
         are kept and only the rest run (a run cut off between trials continues)."""
+        all_trials = self.trials_so_far(resume)
+        for trial in range(len(next(iter(all_trials.values()))), self.config.num_trials):
+            self.record_trial(all_trials, trial, self.run_trial(trial))
+        return all_trials
+
+    def trials_so_far(self, resume):
+        """{task: finished trials}: none, or with `resume` those its results files hold."""
         all_trials = {d.task.name: [] for d in self.task_data}
         if resume:
             all_trials = self.finished_trials() or all_trials
@@ -152,13 +186,15 @@ class TrialRunner:
         if first:
             self.say(f"resuming after {first} finished trial(s) in {self.results_dir}")
             self._results_started.update(self.results_path(d.task) for d in self.task_data)
-        for trial in range(first, self.config.num_trials):
-            for name, result in self.run_trial(trial).items():
-                all_trials[name].append(result)
-                self.say(f"{name} trial {trial + 1}: " + ", ".join(
-                    f"{key} {value:.2f}" for key, value in result["metrics"].items()))
-            self.write_results(all_trials, complete=trial + 1 == self.config.num_trials)
         return all_trials
+
+    def record_trial(self, all_trials, trial, results):
+        """Adds a trial's results to `all_trials`, says them and rewrites the results files."""
+        for name, result in results.items():
+            all_trials[name].append(result)
+            self.say(f"{name} trial {trial + 1}: " + ", ".join(
+                f"{key} {value:.2f}" for key, value in result["metrics"].items()))
+        self.write_results(all_trials, complete=trial + 1 == self.config.num_trials)
 
     def results_path(self, task):
         return self.results_dir / f"{task.file_stem}_results.json"

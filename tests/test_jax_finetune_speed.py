@@ -7,8 +7,8 @@ the shared program, with the schedule's step counts as inputs and the last batch
 and learning rates of a trainer that compiles its own steps the old way (own programs, the last batch at
 its size, step counts as constants); --bf16's encoder computes in bfloat16 and its first loss is
 float32's within rounding; the CLI trains two models on both tasks in one process, the task
-with fewer updates first, and writes each model's results file. The benchmark's measure() runs both
-ways on a tiny config and returns its figures (structure only, not speed).
+with fewer updates first, and writes each model's results file. The benchmark's measure() runs the old way
+and the vmapped one on a tiny config and returns their figures (structure only, not speed).
 """
 import json
 import pathlib
@@ -172,12 +172,16 @@ def test_the_benchmark_measures_both_ways(tmp_path, monkeypatch):
 
     monkeypatch.setenv("XLA_FLAGS", JAX_TEST_XLA_FLAGS)  # its JAX children compile faster; speed is not asserted
 
+    # "after" is the CLI the script above runs; "vmapped" the same process with --vmap-models
     results = measure(tmp_path, model_size="electra_tiny", models=1, tasks=("rte",), scale=0.003,
-                      hparams={"max_train_steps": 2}, synthetic_length=32)
-    for way in ("before", "after"):
+                      hparams={"max_train_steps": 2}, synthetic_length=32, ways=("before", "vmapped"))
+    for way in ("before", "vmapped"):
         figures = results[way]
         assert figures["updates"] == 2 and figures["processes"] == 1 and figures["models"] == 1
         assert figures["compiles"] > 0 and figures["wall_seconds"] > 0 and figures["updates_per_second_per_model"] > 0
-    assert set(results["ratios"]) == {"wall_time_per_model", "updates_per_second_per_model", "compiles"}
+        assert 0 < figures["train_seconds"] < figures["wall_seconds"] and figures["updates_per_second_all_models"] > 0
+    assert set(results["ratios"]) == {"vmapped/before"}
+    assert set(results["ratios"]["vmapped/before"]) == {"wall_time_per_model", "updates_per_second_per_model",
+                                                        "updates_per_second_all_models", "compiles"}
     assert results["device"].startswith("cpu")
     assert "updates/s per model" in table(results)

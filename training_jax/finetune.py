@@ -7,7 +7,8 @@
         --weights weights-2000.npz --out OUT [--tasks cola,sst] [--seeds 5] [--hparams JSON]
     # several models in one process (each --weights one model, each its --out, in the same order)
     KERAS_BACKEND=jax python -m training_jax.finetune --tasks-dir TASKS --config config.json \\
-        --weights electra.npz --weights mlm.npz --weights none --out OUT_E OUT_M OUT_R [--bf16] [--stats S.json]
+        --weights electra.npz --weights mlm.npz --weights none --out OUT_E OUT_M OUT_R [--bf16] [--stats S.json] \\
+        [--vmap-models]
 
 What runs is run_finetuning.py's fine-tuning: the recipe (FinetuningConfig for the model's size and the
 task), the encoder built from the pretraining config, FinetuningModel and its heads, task_loss,
@@ -31,6 +32,9 @@ rounding; tests/test_jax_finetune_speed.py). --no-fixed-shapes, --no-shared-prog
 --no-sized-steps bring back the old behaviour, for bench/finetune_jax_speed.py. --bf16 computes in
 bfloat16 (float32 weights and losses): an option, not the default, until a GPU run shows its scores
 equal float32's. --stats writes the updates, training seconds and compiles (jax.monitoring) per job.
+--vmap-models trains a task's models and trials together, one update vmapped over them
+(training_jax.members; the separate runs' numbers within float32 rounding, the same results files):
+an option until a GPU run measures it.
 
 Each task is fine-tuned alone (as the RTD-vs-MLM study does), so multitask_batches does not apply here
 (JaxTrainer itself trains mixed batches of several tasks as the TensorFlow trainer does, for a caller
@@ -120,7 +124,7 @@ class JaxTrainer(BaseTrainer):
                _variables_key(model.trainable_variables, head_names),
                _variables_key(model.non_trainable_variables, head_names),
                tuple(_layer_key(layer) for layer in model._flatten_layers(include_self=False))]
-        if purpose == "train":
+        if purpose.startswith("train"):
             optimizer, config = self.optimizer, self.config
             settings = {k: v for k, v in optimizer.get_config().items() if k not in ("name", "learning_rate")}
             schedule = optimizer._learning_rate
@@ -150,6 +154,18 @@ class JaxTrainer(BaseTrainer):
         return self._program("train", task, lambda: self._build_train_fn(task))
 
     def _build_train_fn(self, task):
+        return jax.jit(self._update_fn(task), donate_argnums=self._donate)
+
+    def members_train_fn(self, task):
+        """The update vmapped over a leading member axis of the state and the batch (the models and
+        trials of one task, training_jax.members; members of one seed get copies of one batch: a batch
+        is kilobytes beside a model's megabytes, and one program serves one seed or several)."""
+        build = lambda: jax.jit(jax.vmap(self._update_fn(task), in_axes=(0, 0, None)),  # noqa: E731
+                                donate_argnums=self._donate)
+        return self._program("train vmapped", task, build)
+
+    def _update_fn(self, task):
+        """One update, (state, inputs, schedule steps) -> (state, loss), not yet compiled."""
         model, optimizer, sized = self.model, self.optimizer, self._sized
         trainable_vars, non_trainable_vars = model.trainable_variables, model.non_trainable_variables
         trained = {id(v) for v in self.trained_variables(task)}
@@ -177,7 +193,7 @@ class JaxTrainer(BaseTrainer):
                     sized.steps = None  # the tracer must not outlive the trace
             return (trainable, non_trainable, optimizer_values), loss
 
-        return jax.jit(update, donate_argnums=self._donate)
+        return update
 
     def _predict_fn(self, task):
         def build():
@@ -212,7 +228,11 @@ class JaxTrainer(BaseTrainer):
         return keras.tree.map_structure(lambda value: np.asarray(value)[:rows], outputs)  # no slicing program
 
     def current_learning_rate(self):
-        with keras.StatelessScope(state_mapping=list(zip(self.optimizer.variables, self.state[2]))):
+        return self.learning_rate_at(self.state[2])
+
+    def learning_rate_at(self, optimizer_values):
+        """The learning rate the optimizer has with these values of its variables (its step count)."""
+        with keras.StatelessScope(state_mapping=list(zip(self.optimizer.variables, optimizer_values))):
             return float(keras.ops.convert_to_numpy(self.optimizer.learning_rate))
 
     def finish_training(self):
@@ -317,6 +337,10 @@ def parse_args(argv=None):
                              "the original fine-tunes in float32")
     parser.add_argument("--stats", type=pathlib.Path, default=None,
                         help="write a JSON of this run's updates, training seconds and compiles per job")
+    parser.add_argument("--vmap-models", action="store_true",
+                        help="train the models and trials of a task together, one update vmapped over them "
+                             "(training_jax.members; the separate runs' numbers within float32 rounding); off "
+                             "by default until a GPU run measures it")
     before = parser.add_argument_group("what the code did before (for python -m bench.finetune_jax_speed)")
     before.add_argument("--no-fixed-shapes", action="store_true",
                         help="train the smaller last batch of an epoch at its own size (a program of its own)")
@@ -408,40 +432,79 @@ def main(argv=None):
         f"{len(models)} model(s): {'; '.join(m.pretrained.checkpoint for m in models)}; tasks "
         f"{', '.join(d.task.name for d in task_data)}{'; bfloat16' if args.bf16 else ''}")
     jobs = job_order(models, task_data, configs)
+    if args.vmap_models:  # one group per task: its models (and trials) trained together
+        groups = [[job for job in jobs if job[1] == task] for task in dict.fromkeys(job[1] for job in jobs)]
+    else:
+        groups = [[job] for job in jobs]
     steps_left = sum(steps for _, _, steps in jobs)
-    done_steps, train_seconds, records = 0, 0.0, []
-    for number, (model, task_number, steps) in enumerate(jobs):
-        data, config = task_data[task_number], configs[task_number]
-        steps_left -= steps
-        runner = TrialRunner(model.pretrained, config, [data], model.out, say=log, trainer_class=trainer,
-                             load_encoder=model.load_encoder, results_dir=model.out)
-        name, where = data.task.name, f"{model.out}: {data.task.name}"
-        if _complete(runner.results_path(data.task), config.num_trials):
-            log(f"{where}: complete in {runner.results_path(data.task)}, skipped")
+    done_steps, train_seconds, process_train_seconds, records, jobs_done = 0, 0.0, 0.0, [], 0
+    for group in groups:
+        data, config = task_data[group[0][1]], configs[group[0][1]]
+        steps_left -= sum(steps for _, _, steps in group)
+        jobs_done += len(group)
+        runners = {}
+        for model, _, _ in group:
+            runner = TrialRunner(model.pretrained, config, [data], model.out, say=log, trainer_class=trainer,
+                                 load_encoder=model.load_encoder, results_dir=model.out)
+            where = f"{model.out}: {data.task.name}"
+            if _complete(runner.results_path(data.task), config.num_trials):
+                log(f"{where}: complete in {runner.results_path(data.task)}, skipped")
+                continue
+            log(f"{where}: lr {config.learning_rate:g}, layer-wise decay {config.layerwise_lr_decay:g}, "
+                f"{config.num_train_epochs:g} epochs, batch {config.train_batch_size}: {runner.num_steps} steps "
+                f"per trial, {config.num_trials} trial(s)")
+            runners[model.out] = runner
+        if not runners:
             continue
-        log(f"{where}: lr {config.learning_rate:g}, layer-wise decay {config.layerwise_lr_decay:g}, "
-            f"{config.num_train_epochs:g} epochs, batch {config.train_batch_size}: {runner.num_steps} steps "
-            f"per trial, {config.num_trials} trial(s)")
         start, first_timing, job_compiles = time.monotonic(), len(timings), CompileCount()
-        all_trials = runner.run(resume=True)  # a task cut off between trials continues
+        if args.vmap_models:  # a task cut off between trials continues
+            updates, all_trials = run_together(list(runners.values()))
+        else:
+            all_trials = [runner.run(resume=True) for runner in runners.values()]
+            updates = [sum(t["updates"] for t in timings[first_timing:])]
         seconds = time.monotonic() - start
-        train_seconds += seconds
-        done_steps += steps
+        steps = sum(s for model, _, s in group if model.out in runners)
+        train_seconds, done_steps = train_seconds + seconds, done_steps + steps
         trained = timings[first_timing:]
-        records.append({"model": str(model.out), "task": name, "updates": sum(t["updates"] for t in trained),
-                        "train_seconds": sum(t["seconds"] for t in trained), "seconds": seconds,
-                        "compiles": job_compiles.compiles, "compiled": job_compiles.names})
-        log(f"{where}: done, {steps / seconds:.1f} steps/s with evaluation; {number + 1}/{len(jobs)} jobs, "
-            f"ETA {format_duration(steps_left * train_seconds / done_steps)}; {compiles.compiles} compiles so far\n"
-            + results_table(all_trials, [data]))
+        group_train_seconds = (trained[0]["seconds"] if args.vmap_models and trained
+                               else sum(t["seconds"] for t in trained))
+        process_train_seconds += group_train_seconds
+        for out, model_updates, model_trials in zip(runners, updates, all_trials):
+            records.append({"model": str(out), "task": data.task.name, "updates": model_updates,
+                            "train_seconds": group_train_seconds, "seconds": seconds,
+                            "compiles": job_compiles.compiles, "compiled": job_compiles.names,
+                            "trained_together": len(runners) if args.vmap_models else 1})
+            log(f"{out}: {data.task.name}: done, {steps / seconds:.1f} steps/s with evaluation; "
+                f"{jobs_done}/{len(jobs)} jobs, ETA {format_duration(steps_left * train_seconds / done_steps)}; "
+                f"{compiles.compiles} compiles so far\n" + results_table(model_trials, [data]))
     if args.stats is not None:
         from common import atomic
 
         atomic.write_json(args.stats, {
             "device": f"{device.platform} {device.device_kind}", "jobs": records,
+            "train_seconds": process_train_seconds,  # the training loops' wall time (models together count once)
             "compiles": compiles.compiles, "compile_seconds": compiles.compile_seconds, "traces": compiles.traces,
             "seconds": time.monotonic() - started})
     return models[0].out if len(models) == 1 else [model.out for model in models]
+
+
+def run_together(runners):
+    """The runners' trials (one task each, the same task; each resumed where its results file stops)
+    built as TrialRunner builds them, trained at once (training_jax.members) and then scored and
+    recorded one by one as TrialRunner.run does. Returns (updates per runner, {task: trials} per runner)."""
+    from training_jax.members import train_members
+
+    done = [runner.trials_so_far(resume=True) for runner in runners]
+    members = [(runner, trials, trial) for runner, trials in zip(runners, done)
+               for trial in range(len(next(iter(trials.values()))), runner.config.num_trials)]
+    updates = [runner.num_steps * sum(1 for member in members if member[0] is runner) for runner in runners]
+    if members:
+        started = [runner.start_trial(trial) for runner, _, trial in members]
+        seconds = train_members([trial.trainer for trial in started],
+                                [member[0].train_arguments(trial) for member, trial in zip(members, started)])
+        for (runner, trials, trial), begun in zip(members, started):
+            runner.record_trial(trials, trial, runner.score_trial(begun, seconds))
+    return updates, done
 
 
 def _complete(path, num_trials):
