@@ -170,7 +170,7 @@ def export_onnx(folder, output, overwrite=False):
             wordpiece_tokenizer_json(tokenizer, info.do_lower_case, temp / hf_lib.TOKENIZER)
         config = hf_config(model, info, tokenizer.special_ids.pad)
         (temp / hf_lib.CONFIG).write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-        written_vocab = os.path.basename(vocab_file) if info.sp_model else "vocab.txt"  # as write_tokenizer_files names it
+        written_vocab = os.path.basename(vocab_file) if info.sp_model else "vocab.txt"  # write_tokenizer_files' name
         description = serving_info(info, outputs, vocab_file=written_vocab,
                                    sentencepiece=bool(info.sp_model), opset=OPSET,
                                    onnx_vs_tensorflow_max_abs_diff=difference)

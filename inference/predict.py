@@ -10,9 +10,10 @@ The model: a fine-tuned model folder (`<model dir>/finetuning_models/<task>_mode
 run_finetuning.py writes it, for any task: GLUE, chunking, SQuAD/MRQA and tasks from your own files), a
 pretrained model folder with --task (its newest fine-tuned model of that task), or the SavedModel that
 `python -m checkpoints.export --format saved_model` made of one, or its `--format onnx` export folder
-(run by ONNX Runtime, inference/onnx_predictor.py, the tokenizer outside the graph as here). Its task, kind, label names, pair or
-single input and max_seq_length are read from the folder (finetuning_info.json, or the SavedModel's
-electra_serving.json), never from a list of known tasks.
+(run by ONNX Runtime, inference/onnx_predictor.py, the tokenizer outside the graph as here). Its task,
+kind, label names, pair or single input and max_seq_length are read from the folder (finetuning_info.json,
+the SavedModel's electra_serving.json or the ONNX folder's electra_onnx.json), never from a list of known
+tasks.
 
 The input (a file, or stdin when none is given): CSV, TSV (no quoting, as GLUE's), JSON lines (.jsonl;
 .gz too), or plain text with one text per line; by the file's suffix, else guessed from its first line.
@@ -490,7 +491,7 @@ def parse_args(argv=None):
     where = parser.add_mutually_exclusive_group(required=True)
     where.add_argument("--model-dir", type=pathlib.Path,
                        help="a fine-tuned model folder (finetuning_models/<task>_model_<trial>/), its exported "
-                            "SavedModel, or a pretrained model folder with --task")
+                            "SavedModel or ONNX folder, or a pretrained model folder with --task")
     where.add_argument("--model-name", help="a model folder under <data-dir>/models/ (with --task)")
     parser.add_argument("--data-dir", type=pathlib.Path, default=None,
                         help=f"with --model-name: default ${paths.DATA_DIR_ENV} or ./{paths.DEFAULT_DATA_DIR}")
