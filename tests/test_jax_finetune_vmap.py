@@ -121,3 +121,25 @@ def test_vmapped_members_equal_separate_runs(tmp_path):
         assert ours.keys() == theirs.keys()
         for name, value in theirs["metrics"].items():
             assert abs(ours["metrics"][name] - value) <= 1e-4 * max(1.0, abs(value)), name
+
+
+def test_members_batches_of_other_bucket_lengths_are_padded_as_the_longer_bucket():
+    """With length bucketing the members' batches of one step can differ in length: each is padded to the
+    longest exactly as a batch of that bucket would be (zeros, input_mask 0); scalars are only stacked."""
+    from finetune.batches import pad_batch
+    from training_jax.members import stack_batches
+
+    rng = np.random.default_rng(0)
+    sequences = {"input_ids": [rng.integers(5, 100, n).astype(np.int32) for n in (5, 30, 12, 7)],
+                 "segment_ids": [np.ones(n, np.int32) for n in (5, 30, 12, 7)]}
+    short, long = pad_batch(sequences, [0, 2], 32), pad_batch(sequences, [1, 3], 64)
+    labels = {"labels": np.array([1, 0])}
+    stacked = stack_batches([{**short, **labels}, {**long, **labels}])
+    as_long_bucket = pad_batch(sequences, [0, 2], 64)
+    for key in ("input_ids", "segment_ids", "input_mask"):
+        assert stacked[key].shape == (2, 2, 64)
+        np.testing.assert_array_equal(stacked[key][0], as_long_bucket[key])
+        np.testing.assert_array_equal(stacked[key][1], long[key])
+    assert stacked["labels"].tolist() == [[1, 0], [1, 0]]
+    same = stack_batches([short, short])  # equal lengths: stacked as they are
+    assert same["input_ids"].shape == (2, 2, 32) and (same["input_ids"][1] == short["input_ids"]).all()
