@@ -44,12 +44,10 @@ def parse_args(argv=None):
 
 def prepare(args):
     """Validates everything (nothing written yet); returns the Run to start."""
-    from training import run_config
+    from configs.resolve import check_batch, resolve_run
 
-    data_dir = args.data_dir or paths.default_data_dir()
-    config, dataset_dir, metadata = run_config.resolve_with_dataset(args.model_name, args.hparams, data_dir)
-    vocab_file = run_config.vocab_source(metadata, dataset_dir)
-    train_files, eval_files = run_config.split_shards(config, dataset_dir, metadata)
+    resolved = resolve_run(args.model_name, args.hparams, args.data_dir or paths.default_data_dir())
+    config = resolved.config
     from training.cpu_features import turn_on_onednn
 
     turn_on_onednn(precision=config.mixed_precision)  # before TensorFlow is imported (nothing above imports it)
@@ -64,11 +62,11 @@ def prepare(args):
     from training import strategy as strategy_lib
 
     strategy = strategy_lib.select_strategy(args.tpu)
-    run_config.check_batch(config, strategy.num_replicas_in_sync)
+    check_batch(config, strategy.num_replicas_in_sync)
     warn_emulated_bf16(config.mixed_precision, strategy_lib.device_kind())
     lock = folder_lock.acquire(config.model_dir, "pretraining")  # before the resume check reads the folder
     try:
-        run = resume_or_start(args, config, strategy, dataset_dir, metadata, train_files, eval_files, vocab_file)
+        run = resume_or_start(args, resolved, strategy)
     except BaseException:
         lock.release()  # a refused run leaves the folder to the next one at once
         raise
@@ -76,21 +74,21 @@ def prepare(args):
     return run
 
 
-def resume_or_start(args, config, strategy, dataset_dir, metadata, train_files, eval_files, vocab_file):
+def resume_or_start(args, resolved, strategy):
     """The Run, resuming the model folder's checkpoints if it has any (checked against this run)."""
-    from storage import model_folder
-    from training import run_config
+    from storage import model_folder, resume
     from training.loop import Run
 
+    config = resolved.config
     has_checkpoint = model_folder.latest_checkpoint(config.model_dir) is not None
-    saved = run_config.check_resume(config, config.model_dir, has_checkpoint)
+    saved = resume.check_resume(config, config.model_dir, has_checkpoint)
     if has_checkpoint:
-        run_config.check_resume_vocabulary(config.model_dir, metadata, dataset_dir)
+        resume.check_resume_vocabulary(config.model_dir, resolved.metadata, resolved.dataset_dir)
     init = None
     if args.init_checkpoint and not has_checkpoint:
         init = model_folder.resolve_checkpoint(args.init_checkpoint)
-    return Run(config, strategy, dataset_dir, metadata, train_files, eval_files, vocab_file,
-               init_checkpoint=init, saved_config=saved)
+    return Run(config, strategy, resolved.dataset_dir, resolved.metadata, resolved.train_files, resolved.eval_files,
+               resolved.vocab_file, init_checkpoint=init, saved_config=saved)
 
 
 def warn_emulated_bf16(precision, device_kind):

@@ -11,7 +11,7 @@ from typing import Optional
 from configs import loading
 from configs.model_config import ModelConfig, read_model_size
 from common.errors import InputError
-from pretrain.objective import ObjectiveSettings
+from configs.objective import ObjectiveSettings
 
 DTYPE_POLICIES = ("float32", "mixed_bfloat16", "mixed_float16")
 OPTIMIZERS = ("adamw", "lamb")

@@ -10,7 +10,7 @@ from keras import ops
 from model.heads import DiscriminatorHead, GeneratorHead, gather_positions
 from model.two_tower import TwoTowerEncoder
 from pretrain import electric, losses, masking, metrics, sampling
-from pretrain.objective import ObjectiveSettings
+from configs.objective import ObjectiveSettings
 from pretrain.outputs import FakedData, HeadOutput, PretrainingOutputs
 
 CLOZE_HEAD_NAME = "cloze_predictions"  # the original's scope of the two-tower generator's head

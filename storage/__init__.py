@@ -1,4 +1,5 @@
 """The storage layer: a model folder on disk (config, vocabulary, checkpoint state file, checkpoints,
 restoring weights), below every package that uses one (training/, finetune/, checkpoints/, inference/,
 the studies), so that they agree on what a folder means and none of them reads its files by name.
-storage.model_folder is the whole API; it imports nothing above pretrain/."""
+storage.model_folder reads and writes a folder, storage.resume says whether a run may continue one, and
+storage.folder_lock keeps to one writer at a time; they import nothing above pretrain/."""

@@ -10,7 +10,7 @@ import pytest
 from common.errors import InputError
 from configs.pretraining_config import PretrainingConfig
 from pretrain.builder import build_encoders, build_pretrainer
-from pretrain.objective import ObjectiveSettings
+from configs.objective import ObjectiveSettings
 from pretrain.pretrainer import ElectraPretrainer
 from tests.model_fixtures import tiny_batch, tiny_config
 

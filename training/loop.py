@@ -10,7 +10,8 @@ from data import tfrecords
 from pretrain.builder import build_for_training
 from pretrain.metrics import add_stats
 from storage import model_folder
-from training import checkpointing, curves, reporting, run_config, strategy as strategy_lib
+from configs.resolve import changed_fields
+from training import checkpointing, curves, reporting, strategy as strategy_lib
 from training.collapse import ELECTRIC_NOTE, collapse_detector
 from training.step import EXAMPLES, SKIPPED, TOKENS, PretrainingSteps
 
@@ -93,7 +94,7 @@ class Run:
                 say(f"Note: {checkpoints.listed_latest} is listed in {state_file} but its files are gone; resuming "
                     "from the newest checkpoint still there.")
             say(f"Resuming from {restored} at step {int(optimizer.iterations.numpy())}.")
-            changed = run_config.changed_fields(self.saved_config, config)
+            changed = changed_fields(self.saved_config, config)
             if changed:
                 say(f"Note: these settings differ from the saved run and apply from now on: {', '.join(changed)}")
         elif self.init_checkpoint:

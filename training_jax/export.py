@@ -67,9 +67,9 @@ def save_examples(path, examples, source, xz=False):
 def export_examples(out_dir, config, dataset_dir, metadata):
     """train.npz.xz (the training shards) and eval.npz (the first eval_batch_size × num_eval_steps examples of
     the held-out shards), split as run_pretraining.py splits them; returns the held-out count."""
-    from training import run_config
+    from configs.resolve import split_shards
 
-    train_files, eval_files = run_config.split_shards(config, dataset_dir, metadata)
+    train_files, eval_files = split_shards(config, dataset_dir, metadata)
     if not eval_files:
         raise InputError(f"{dataset_dir}: no held-out shard for the JAX trainer's evaluations (do_eval is off, or "
                          "the dataset has one shard); give --hparams '{\"do_eval\": true}' and a dataset of 2 or "
@@ -109,14 +109,15 @@ def write_study(out_dir, arms, eval_examples, extra=None):
 def export_pretraining(model_name, hparams, data_dir, out_dir, checkpoints=1):
     """One arm, named `model_name`, resolved as run_pretraining.py --model-name model_name --hparams
     hparams resolves it; returns study.json's content."""
-    from training import run_config
+    from configs.resolve import resolve_run
 
     out_dir = pathlib.Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / STUDY_FILE).unlink(missing_ok=True)  # an export is complete only once it is written again
-    config, dataset_dir, metadata = run_config.resolve_with_dataset(model_name, hparams, data_dir)
-    eval_count = export_examples(out_dir, config, dataset_dir, metadata)
-    shutil.copyfile(run_config.vocab_source(metadata, dataset_dir), out_dir / VOCAB_FILE)
+    resolved = resolve_run(model_name, hparams, data_dir)
+    config = resolved.config
+    eval_count = export_examples(out_dir, config, resolved.dataset_dir, resolved.metadata)
+    shutil.copyfile(resolved.vocab_file, out_dir / VOCAB_FILE)
     return write_study(out_dir, {model_name: (config, evenly_spaced(config.num_train_steps, checkpoints))},
                        eval_count, {"fit": fit_record(model_name, config, checkpoints)})
 

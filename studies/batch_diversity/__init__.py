@@ -43,7 +43,7 @@ def measure(dataset_dir, batch_size, batches, rare_above, close, seed):
 
     from configs.pretraining_config import PretrainingConfig
     from data import tfrecords
-    from training.run_config import split_shards
+    from configs.resolve import split_shards
 
     metadata = tfrecords.load_metadata(dataset_dir)
     # The training shards exactly as run_pretraining.py picks them (held-out shards left out).

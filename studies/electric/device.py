@@ -50,15 +50,15 @@ def export_for_device(args, data_dir, out_dir, shown_as=None):
     examples as arrays (the last eval_batch_size × num_eval_steps held out for evaluation), the held-out
     sentences with their copies as token ids, and study.json (last)."""
     from data.tokenization import file_sha256
-    from training import run_config
+    from configs.resolve import resolve_run
     from training_jax import pretrain as pretrain_jax
 
     out_dir.mkdir(parents=True, exist_ok=True)
-    hparams = json.dumps(electric_hparams(args, device=True))
-    config, dataset_dir, metadata = run_config.resolve_with_dataset(MODEL_NAME, hparams, data_dir)
+    resolved = resolve_run(MODEL_NAME, json.dumps(electric_hparams(args, device=True)), data_dir)
+    config, dataset_dir, metadata = resolved.config, resolved.dataset_dir, resolved.metadata
     config.save(out_dir / CONFIG_FILE)
     eval_count = config.eval_batch_size * config.num_eval_steps
-    train_files, _ = run_config.split_shards(config, dataset_dir, metadata)
+    train_files = resolved.train_files
     examples = read_examples(dataset_dir, metadata, train_files)
     if len(examples["input_ids"]) < 2 * eval_count:
         raise InputError(f"{dataset_dir}: {len(examples['input_ids'])} examples, too few to hold out {eval_count} "
@@ -67,7 +67,7 @@ def export_for_device(args, data_dir, out_dir, shown_as=None):
                                {k: v[:-eval_count] for k, v in examples.items()}, f"{len(train_files)} shard(s)")
     save_examples(out_dir / pretrain_jax.EVAL_ARRAYS, {k: v[-eval_count:] for k, v in examples.items()},
                                "the end of the last shard (held out: never trained on)")
-    vocab_file = run_config.vocab_source(metadata, dataset_dir)
+    vocab_file = resolved.vocab_file
     count = export_sentences(args, config, vocab_file, out_dir / SENTENCES_FILE)
     steps = config.num_train_steps
     study = {"log_every": study_device.DEVICE_LOG_EVERY, "eval_every": {ARM: eval_every(steps)},
@@ -287,7 +287,7 @@ def import_device_results(args, data_dir, results_dir):
     from inference.score import Scorer
     from storage import model_folder
     from studies.shared_data import plain_wikipedia_sentences
-    from training import run_config
+    from configs.resolve import vocab_source
     from training_jax.pretrain import weights_file
 
     source = results_dir / ARM
@@ -297,7 +297,7 @@ def import_device_results(args, data_dir, results_dir):
                              f"--device-collect EXPORT --out $OUT, and pass the folder that came back")
     ranking = json.loads((source / RANKING_FILE).read_text())
     dataset_dir = paths.pretrain_tfrecords_dir(data_dir)
-    vocab_file = run_config.vocab_source(tfrecords.load_metadata(dataset_dir), dataset_dir)
+    vocab_file = vocab_source(tfrecords.load_metadata(dataset_dir), dataset_dir)
     if file_sha256(vocab_file) != ranking["vocab_sha256"]:
         raise InputError(f"{source / RANKING_FILE}: scored with another vocabulary than {vocab_file}; pass the "
                          "--work-dir the export was made from")

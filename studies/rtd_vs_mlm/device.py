@@ -52,9 +52,9 @@ RETURNED = "returned"  # on a fresh machine, what call 1 brought back, carried i
 
 def resolved_config(plan, arm):
     """The arm's config exactly as run_pretraining.py resolves it (size, --hparams, the dataset)."""
-    from training import run_config
+    from configs.resolve import resolve_with_dataset
 
-    return run_config.resolve_with_dataset(arm, json.dumps(pretraining_hparams(plan, arm)), plan.data_dir)
+    return resolve_with_dataset(arm, json.dumps(pretraining_hparams(plan, arm)), plan.data_dir)
 
 
 # ---------------------------------------------------------------- here: export
