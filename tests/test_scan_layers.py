@@ -1,8 +1,8 @@
 """BertEncoder(scan_layers=True) runs its transformer layers as one keras.ops.scan over their stacked weights
 (model/layer_scan.py): from the same weights and seeds it computes what the unrolled layers compute, forward
 and in a whole pretraining update (loss, metric statistics, updated weights, optimizer moments and the dropout
-seed states it advances), under JAX in float32 and mixed_bfloat16 and under TensorFlow; the lowered update holds
-each encoder's layer once instead of once per layer."""
+seed states it advances), under JAX (a mixed_bfloat16 update, its LayerNorms in float32) and under TensorFlow
+(float32); the lowered update holds the scanned layers' body once."""
 import json
 import pathlib
 import textwrap
@@ -20,7 +20,6 @@ JAX_SCRIPT = textwrap.dedent('''
     import jax, keras, numpy as np
     from bench.pretrain_step_gpu import synthetic_batch
     from configs.pretraining_config import PretrainingConfig
-    from model.encoder import BertEncoder
     from pretrain.builder import build_for_training
     from training_jax.step import make_step_fn, use_layer_scan
 
@@ -38,51 +37,41 @@ JAX_SCRIPT = textwrap.dedent('''
         return jax.tree_util.tree_map(lambda x: jax.numpy.array(x, copy=True), tree)
 
     batch = synthetic_batch(np.random.default_rng(0), 4, 16, 120)
-    weights = np.random.default_rng(1).normal(size=(4, 16, MODEL["hidden_size"])).astype("float32")
-    # one encoder under mixed precision: its outputs, gradients and seeds (float32 LayerNorm weights in a bfloat16
-    # encoder, its first layer fed by a bfloat16 projection)
-    keras.utils.set_random_seed(0)
-    encoder = BertEncoder(120, MODEL["hidden_size"], 3, MODEL["num_heads"], MODEL["intermediate_size"],
-                          MODEL["embedding_size"], dtype="mixed_bfloat16")
-    encoder.build()
-    trainable, seeds = encoder.trainable_variables, encoder.non_trainable_variables
-    start = ([v.value for v in trainable], [v.value for v in seeds])
-
-    def loss_fn(values, states):
-        with keras.StatelessScope(state_mapping=list(zip(trainable, values)) + list(zip(seeds, states))) as scope:
-            outputs = encoder(batch, training=True, return_all_layers=True)
-            loss = sum(keras.ops.sum(keras.ops.cast(o, "float32") * weights) for o in outputs)
-        return loss, (outputs, [scope.get_current_value(v) for v in seeds])
-
-    runs = {}
-    for scan in (False, True):
-        encoder.scan_layers = scan
-        (loss, (outputs, advanced)), gradients = jax.jit(jax.value_and_grad(loss_fn, has_aux=True))(*start)
-        runs[scan] = {"loss": float(loss), "outputs": outputs, "seeds": advanced, "gradients": gradients}
-    unrolled, scanned = runs[False], runs[True]
-    results = {"encoder": {"loss": [unrolled["loss"], scanned["loss"]],
-                           **{key: compare(unrolled[key], scanned[key]) for key in ("outputs", "seeds", "gradients")},
-                           "seeds_advanced": compare(start[1], scanned["seeds"])["equal"] == 0}}
-
-    # the whole update of a micro ELECTRA (generator and discriminator, 2 layers each) in float32, as training_jax
-    # runs it
+    # the whole update of a micro ELECTRA (generator and discriminator, 3 layers each) under mixed precision, as
+    # training_jax runs it: float32 LayerNorm weights in bfloat16 encoders, each first layer fed by a bfloat16
+    # projection (so unrolled) and two scanned; beside it every discriminator layer's output (return_all_layers)
     config = PretrainingConfig.create({"model_size": "electra_small", "model_hparam_overrides": MODEL,
                                        "generator_hidden_size": 0.5, "vocab_size": 120, "max_seq_length": 16,
-                                       "train_batch_size": 4, "num_warmup_steps": 0})
+                                       "train_batch_size": 4, "num_warmup_steps": 0,
+                                       "mixed_precision": "mixed_bfloat16"})
     model, optimizer = build_for_training(config)
     state = ([v.value for v in model.trainable_variables], [v.value for v in model.non_trainable_variables],
              [v.value for v in optimizer.variables])
+
+    def make_step_and_layers():  # a new function for each variant: jax.jit reuses a function's trace
+        step_fn = make_step_fn(model, optimizer)
+
+        def step_and_layers(state, batch):
+            mapping = list(zip(model.trainable_variables, state[0]))
+            mapping += list(zip(model.non_trainable_variables, state[1]))
+            with keras.StatelessScope(state_mapping=mapping):
+                layers = model.discriminator(batch, training=False, return_all_layers=True)
+            return step_fn(state, batch), layers
+        return step_and_layers
+
     runs = {}
     for scan in (False, True):
         use_layer_scan(model, scan)
-        lowered = jax.jit(make_step_fn(model, optimizer)).lower(state, batch)
+        lowered = jax.jit(make_step_and_layers()).lower(state, batch)
         runs[scan] = lowered.compile()(copy(state), batch) + (lowered.as_text().count("stablehlo.dot_general"),)
-    (unrolled, loss, stats, dots), (scanned, scanned_loss, scanned_stats, scanned_dots) = runs[False], runs[True]
-    results["step"] = {"loss": [float(loss), float(scanned_loss)], "stats": compare(stats, scanned_stats),
-                       "weights": compare(unrolled[0], scanned[0]), "seeds": compare(unrolled[1], scanned[1]),
-                       "moments": compare(unrolled[2], scanned[2]), "dots": [dots, scanned_dots],
-                       "update": largest([np.asarray(a) - np.asarray(b) for a, b in zip(unrolled[0], state[0])]),
-                       "seeds_advanced": compare(state[1], scanned[1])["equal"] == 0}
+    ((unrolled, loss, stats), layers, dots), ((scanned, scanned_loss, scanned_stats), scanned_layers, scanned_dots) = (
+        runs[False], runs[True])
+    results = {"loss": [float(loss), float(scanned_loss)], "stats": compare(stats, scanned_stats),
+               "layers": compare(layers, scanned_layers), "weights": compare(unrolled[0], scanned[0]),
+               "seeds": compare(unrolled[1], scanned[1]), "moments": compare(unrolled[2], scanned[2]),
+               "dots": [dots, scanned_dots],
+               "update": largest([np.asarray(a) - np.asarray(b) for a, b in zip(unrolled[0], state[0])]),
+               "seeds_advanced": compare(state[1], scanned[1])["equal"] == 0}
     print("RESULTS" + json.dumps(results))
 ''')
 
@@ -97,19 +86,16 @@ def within_rounding(compared):
 
 
 def test_a_scanned_update_equals_the_unrolled_one_under_jax():
-    results = run_script_under_jax(JAX_SCRIPT.replace("MODEL", repr(MICRO_MODEL)), REPO_ROOT)
-    r = results["encoder"]  # mixed_bfloat16, 3 layers: the first unrolled (a bfloat16 input), two scanned
-    # the forward pass: the same operations in the same order, bit for bit
-    assert r["loss"][0] == r["loss"][1] and np.isfinite(r["loss"][0])
-    assert r["outputs"]["equal"] == r["outputs"]["count"] == 3  # return_all_layers: every layer's output
-    assert r["seeds"]["equal"] == r["seeds"]["count"] == 1 + 3 * 3 and r["seeds_advanced"]  # the embeddings' too
-    assert within_rounding(r["gradients"]), r["gradients"]
-    step = results["step"]
-    assert step["loss"][0] == step["loss"][1] and step["stats"]["equal"] == step["stats"]["count"]
-    assert step["seeds"]["equal"] == step["seeds"]["count"] and step["seeds_advanced"]  # masking seed included
+    step = run_script_under_jax(JAX_SCRIPT.replace("MODEL", repr({**MICRO_MODEL, "num_layers": 3})), REPO_ROOT)
+    # the forward pass: the same operations in the same order, bit for bit: the loss, the metric statistics, every
+    # layer's output, and the dropout seeds each layer advances (the masking seed's too)
+    assert step["loss"][0] == step["loss"][1] and np.isfinite(step["loss"][0])
+    assert step["stats"]["equal"] == step["stats"]["count"]
+    assert step["layers"]["equal"] == step["layers"]["count"] == 3
+    assert step["seeds"]["equal"] == step["seeds"]["count"] > 2 * 3 * 3 and step["seeds_advanced"]
     assert within_rounding(step["weights"]) and within_rounding(step["moments"]), step
     assert step["weights"]["diff"] < 1e-3 * step["update"], step  # the updates did happen, and agree
-    # each encoder's layer once, not twice: one layer's matmuls (forward and backward) go from both encoders
+    # each encoder's first layer unrolled, the other two as one: one layer's matmuls (forward, backward) fewer
     unrolled, scanned = step["dots"]
     assert scanned < unrolled and (unrolled - scanned) % 2 == 0, step["dots"]
 
