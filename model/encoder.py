@@ -125,7 +125,7 @@ class BertEncoder(keras.Model):
         if self.embeddings_project is not None:
             hidden = self.embeddings_project(hidden)
         layers, outputs = self.transformer_layers, []
-        if self.scan_layers and keras.backend.standardize_dtype(hidden.dtype) != layers[0].output_dtype:
+        if self.scan_layers and layers and keras.backend.standardize_dtype(hidden.dtype) != layers[0].output_dtype:
             # a bfloat16 projection's output: layer 0 unrolled, so that its residual adds in bfloat16 as
             # unrolled (a scan's carry keeps one dtype, the layers' float32 output)
             hidden = layers[0](hidden, input_mask, training=training, use_fused_attention=use_fused_attention)
