@@ -20,11 +20,12 @@ SCRIPT = textwrap.dedent('''
     rows = gpu_speed.main(flags + ["--variants", "today,new"])
     args = gpu_speed.parse_args(flags)
     examples = synthetic_batch(np.random.default_rng(0), 32, 32, 120)
-    rows.append(gpu_speed.measure_variant(args, "flat", gpu_speed.CHANGES, examples, jax.devices()[0], timed=False))
+    flat = gpu_speed.variants(False)["new + flat update"]
+rows.append(gpu_speed.measure_variant(args, "flat", flat, examples, jax.devices()[0], timed=False))
     hparams = json.loads(HPARAMS)
     hparams["model_hparam_overrides"]["num_layers"] = 3
     deeper = gpu_speed.parse_args(flags[:-1] + [json.dumps(hparams)])
-    for name in ("new", "new without scan_layers"):  # lowered only: the structure of a 3-layer model's step
+    for name in ("new + scan_layers", "new"):  # lowered only: the structure of a 3-layer model's step
         rows.append(gpu_speed.measure_variant(deeper, name, gpu_speed.variants(False)[name], examples,
                                               jax.devices()[0], timed=False))
     print("RESULTS" + json.dumps(rows))

@@ -178,14 +178,14 @@ def test_only_layers_with_the_same_variables_are_scanned():
         check_identical(layers)
 
 
-def test_training_jax_pretrain_scans_on_accelerators_unless_told(tmp_path):
+def test_training_jax_pretrain_scans_only_when_told(tmp_path):
     from configs.pretraining_config import PretrainingConfig
     from training_jax import pretrain
 
     required = ["--study", "s", "--arm", "electra", "--out", "o"]
     assert pretrain.parse_args(required).scan_layers is None
     assert pretrain.parse_args(required + ["--no-scan-layers"]).scan_layers is False
-    assert not pretrain.default_scan_layers("cpu") and pretrain.default_scan_layers("gpu")
+    assert not pretrain.default_scan_layers("cpu") and not pretrain.default_scan_layers("gpu")
     config_path = tmp_path / "config.json"
     PretrainingConfig.create({"model_size": "electra_small", "model_hparam_overrides": MICRO_MODEL,
                               "vocab_size": 120}).save(config_path)
