@@ -41,6 +41,7 @@ import argparse
 import json
 import os
 import pathlib
+import shutil
 import statistics
 import subprocess
 import sys
@@ -72,16 +73,24 @@ def prepare(work, shared, finetune_steps):
     if not (hf / "config.json").is_file():
         _run([sys.executable, "-m", "checkpoints.export", "--model-dir", str(folder), "--format", "hf",
               "--output", str(work / "hf"), "--overwrite"])
-    if not (onnx / "model.onnx").is_file():
+    if not _current_onnx_export(onnx):
         _run([sys.executable, "-m", "checkpoints.export", "--model-dir", str(finetuned), "--format", "onnx",
               "--output", str(onnx), "--overwrite"])
+        shutil.rmtree(work / "onnx_int8", ignore_errors=True)  # quantised from the export it replaces
     return folder, finetuned, hf, onnx
+
+
+def _current_onnx_export(onnx):
+    """Whether the export folder holds a model.onnx of today's exporter (electra_onnx.json names its
+    converter since the graph is written directly; an older tf2onnx export is made again)."""
+    try:
+        return "converter" in json.loads((onnx / "electra_onnx.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
 
 
 def quantised_copy(onnx, target):
     """The ONNX export folder with model.onnx's weights quantised to int8 (dynamic quantisation)."""
-    import shutil
-
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     if not (target / "model.onnx").is_file():

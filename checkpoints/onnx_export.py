@@ -6,10 +6,13 @@ tokenizer.json, tokenizer_config.json and special_tokens_map.json, by checkpoint
 Hugging Face config.json (ELECTRA sizes, the task's architecture, id2label / label2id) and electra_onnx.json
 (what `python -m inference.predict` needs: task, kind, labels, casing, max_seq_length).
 
-The converter is tf2onnx, in-process on the model's concrete function: Keras 3's own
-`model.export(format="onnx")` runs the same tf2onnx on the tensorflow backend (and adds nothing for our
-model), and the torch-based exporters would need the model in PyTorch. tf2onnx 1.17 has no handler for
-TensorFlow's Erfc, which exact GELU becomes; `_register_erfc` maps it to ONNX's 1 − Erf(x).
+Classification, regression and tagging models: checkpoints/onnx_graph.py writes the graph from the weights
+with ONNX Runtime's fused transformer ops (Attention, SkipLayerNormalization, BiasGelu), several times
+faster than a converted graph. Span QA models (the beam search of the head): tf2onnx, in-process on the
+model's concrete function: Keras 3's own `model.export(format="onnx")` runs the same tf2onnx on the
+tensorflow backend (and adds nothing for our model), and the torch-based exporters would need the model
+in PyTorch. tf2onnx 1.17 has no handler for TensorFlow's Erfc, which exact GELU becomes; `_register_erfc`
+maps it to ONNX's 1 − Erf(x).
 
 After writing, ONNX Runtime runs the file on a few inputs beside TensorFlow; a difference above
 TOLERANCE (float32) stops the export (InputError) and nothing is left behind.
@@ -21,13 +24,14 @@ import os
 import numpy as np
 
 from checkpoints import hf as hf_lib
+from checkpoints import onnx_graph
 from checkpoints.saved_model_ids import INPUT_NAMES, OUR_NAMES, ids_function, load_exportable, serving_info
 from common.atomic import atomic_output_dir
 from common.errors import InputError
 
 MODEL_FILE = "model.onnx"
 INFO_FILE = "electra_onnx.json"
-OPSET = 17
+OPSET = onnx_graph.OPSET
 TOLERANCE = 1e-4
 ARCHITECTURES = {"classification": "ElectraForSequenceClassification",
                  "regression": "ElectraForSequenceClassification",
@@ -69,8 +73,16 @@ def _optimizers_without_copies():
             os.environ["TF2ONNX_CATCH_ERRORS"] = saved
 
 
-def convert(function):
-    """The ONNX ModelProto of an ids_function."""
+def convert(model, info, function):
+    """(the ONNX ModelProto of the model, which converter wrote it): onnx_graph's fused graph where it
+    handles the task kind, else tf2onnx's conversion of `function` (an ids_function)."""
+    if onnx_graph.supports(model, info):
+        return onnx_graph.build(model, info), "onnx_graph"
+    return tf2onnx_proto(function), "tf2onnx"
+
+
+def tf2onnx_proto(function):
+    """The ONNX ModelProto of an ids_function, by tf2onnx."""
     import tf2onnx
 
     _register_erfc()
@@ -156,7 +168,7 @@ def export_onnx(folder, output, overwrite=False):
     tokenizer = load_tokenizer(vocab_file=None if info.sp_model else info.vocab_file, spm_model=info.sp_model,
                                lower_case=info.do_lower_case)
     function = ids_function(model, info)
-    proto = convert(function)
+    proto, converter = convert(model, info, function)
     outputs = [output.name for output in proto.graph.output]
     with atomic_output_dir(output, overwrite) as temp:
         onnx.save(proto, str(temp / MODEL_FILE))
@@ -172,7 +184,7 @@ def export_onnx(folder, output, overwrite=False):
         (temp / hf_lib.CONFIG).write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
         written_vocab = os.path.basename(vocab_file) if info.sp_model else "vocab.txt"  # write_tokenizer_files' name
         description = serving_info(info, outputs, vocab_file=written_vocab,
-                                   sentencepiece=bool(info.sp_model), opset=OPSET,
+                                   sentencepiece=bool(info.sp_model), opset=OPSET, converter=converter,
                                    onnx_vs_tensorflow_max_abs_diff=difference)
         (temp / INFO_FILE).write_text(json.dumps(description, indent=2) + "\n", encoding="utf-8")
     return description, difference

@@ -73,6 +73,21 @@ def test_graph_inputs_are_dynamic_int64_token_ids(exported):
     assert info["kind"] == "tagging" and info["onnx_vs_tensorflow_max_abs_diff"] <= 1e-4
 
 
+def test_the_encoder_is_fused_and_span_models_convert(exported):
+    """One Attention, one BiasGelu and two LayerNormalization a layer (the fixtures' 2 layers; one more for
+    the embeddings), no loose Softmax or Erf; the span head's beam search goes through tf2onnx."""
+    import collections
+
+    import onnx
+
+    for kind in ("classification", "regression", "tagging"):
+        ops = collections.Counter(node.op_type for node in onnx.load(str(exported[kind][1] / "model.onnx")).graph.node)
+        assert (ops["Attention"], ops["BiasGelu"], ops["LayerNormalization"]) == (2, 2, 5), ops
+        assert not ops["Softmax"] and not ops["Erf"]
+        assert json.loads((exported[kind][1] / "electra_onnx.json").read_text())["converter"] == "onnx_graph"
+    assert json.loads((exported["span"][1] / "electra_onnx.json").read_text())["converter"] == "tf2onnx"
+
+
 def test_tokenizer_json_gives_our_ids(exported):
     from tokenizers import Tokenizer
 
@@ -140,7 +155,7 @@ def test_a_difference_above_the_limit_leaves_nothing(exported, tmp_path, capsys,
     from checkpoints import export, onnx_export
 
     folder, onnx_folder = exported["regression"]
-    monkeypatch.setattr(onnx_export, "convert", lambda function: onnx.load(str(onnx_folder / "model.onnx")))
+    monkeypatch.setattr(onnx_export, "convert", lambda *args: (onnx.load(str(onnx_folder / "model.onnx")), "test"))
     monkeypatch.setattr(onnx_export, "TOLERANCE", 0.0)  # float32 rounding now fails, as a real mismatch would
     output = tmp_path / "out"
     assert_one_line_exit_2(export.main, ["--model-dir", folder, "--format", "onnx", "--output", output], capsys,
