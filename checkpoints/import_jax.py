@@ -16,7 +16,6 @@ that is no checkpoint) imports with the export's config, as sized when the colle
 """
 import argparse
 import dataclasses
-import json
 import pathlib
 
 from checkpoints import run_record
@@ -27,14 +26,14 @@ def read_export(export, arm=None, vocab_file=None):
     """(arm, its config path, vocab path: vocab_file, else the export's) of an export folder; InputError naming
     what is missing."""
     from training_jax.export import VOCAB_FILE
+    from training_jax.export_file import export_path
 
-    study = read_study(export)
-    arms = study["arms"]
+    arms = read_study(export)["models"]
     if arm is None and len(arms) != 1:
         raise InputError(f"{export}: holds the arms {', '.join(sorted(arms))}; say which with --arm")
     arm = arm or next(iter(arms))
     if arm not in arms:
-        raise InputError(f"--arm {arm}: {pathlib.Path(export) / 'study.json'} has {', '.join(sorted(arms))}")
+        raise InputError(f"--arm {arm}: {export_path(export)} has {', '.join(sorted(arms))}")
     vocab = vocab_file or pathlib.Path(export) / VOCAB_FILE
     if not vocab.is_file():
         raise InputError(f"{vocab}: missing; export again with python -m training_jax.export, or give --vocab-file")
@@ -42,12 +41,10 @@ def read_export(export, arm=None, vocab_file=None):
 
 
 def read_study(export):
-    from training_jax.pretrain import STUDY_FILE
+    """The export's plan (export.json, or an older export's study.json), "models" keyed."""
+    from training_jax.export_file import read_export_file
 
-    path = pathlib.Path(export) / STUDY_FILE
-    if not path.is_file():
-        raise InputError(f"{path}: missing; pass the folder python -m training_jax.export wrote")
-    return json.loads(path.read_text())
+    return read_export_file(export)
 
 
 def weights_step(path, step=None):

@@ -28,9 +28,11 @@ class MeasuredRun:
     def __init__(self, export, arm):
         from configs.pretraining_config import PretrainingConfig
 
-        self.args = types.SimpleNamespace(study=export, arm=arm)
-        self.study = json.loads((export / "study.json").read_text())
-        self.config = PretrainingConfig.load(export / self.study["arms"][arm]["config_file"])
+        from training_jax.export_file import read_export_file
+
+        self.args = types.SimpleNamespace(export=export, model=arm)
+        self.plan = read_export_file(export)
+        self.config = PretrainingConfig.load(export / self.plan["models"][arm]["config_file"])
         self.block_steps = 1
 
     def compile_and_time_evaluation(self):

@@ -31,7 +31,7 @@ PIECES_SCRIPT = textwrap.dedent('''
     def piece(name, *flags):
         printed = io.StringIO()
         with contextlib.redirect_stdout(printed), CompileCount() as count:
-            outcome = pretrain.main(["--study", study, "--arm", "electra", "--out", f"{root}/{name}",
+            outcome = pretrain.main(["--export", study, "--model", "electra", "--out", f"{root}/{name}",
                                      "--state-dir", f"{root}/{name}_state", *flags])
         train_compiles.append(count.names.count("jit(train)"))
         return outcome, printed.getvalue()
@@ -48,7 +48,7 @@ PIECES_SCRIPT = textwrap.dedent('''
     results["lost"] = piece("pieces", "--pause-at-step", "2")
 
     # One block with every implicit transfer forbidden: only the explicitly placed indices cross.
-    guarded = pretrain.Run(pretrain.parse_args(["--study", study, "--arm", "electra", "--out", f"{root}/guarded",
+    guarded = pretrain.Run(pretrain.parse_args(["--export", study, "--model", "electra", "--out", f"{root}/guarded",
                                                 "--steps-per-dispatch", "4"]))
     state, stats, _ = guarded.train_steps(guarded.state, guarded.stats_sum)  # compiled outside the guard
     with jax.transfer_guard("disallow"):
@@ -66,10 +66,10 @@ def without_timing(records):
 
 def test_a_run_in_pieces_equals_a_run_that_never_stopped(tmp_path):
     export = export_tiny_run(tmp_path, steps=12, checkpoints=2)
-    study = json.loads((export / "study.json").read_text())
+    study = json.loads((export / "export.json").read_text())
     study["log_every"] = 4  # windows that a pause splits: their partial sums must survive it
     study["eval_every"]["electra"] = 4  # (not every step, or no block of 4 would fit between evaluations)
-    (export / "study.json").write_text(json.dumps(study))
+    (export / "export.json").write_text(json.dumps(study))
     root = tmp_path / "runs"
     script = PIECES_SCRIPT.replace("sys.argv[1], sys.argv[2]", f"{str(export)!r}, {str(root)!r}")
     results = run_script_under_jax(script, REPO_ROOT)
@@ -87,7 +87,7 @@ def test_a_run_in_pieces_equals_a_run_that_never_stopped(tmp_path):
     assert "resumed at step 6" in third_log and "done already" in again_log
 
     whole, pieces = root / "whole", root / "pieces"
-    for step in study["arms"]["electra"]["checkpoint_steps"]:  # 6 and 12
+    for step in study["models"]["electra"]["checkpoint_steps"]:  # 6 and 12
         a, b = np.load(whole / f"weights-{step}.npz"), np.load(pieces / f"weights-{step}.npz")
         assert sorted(a.files) == sorted(b.files) and len(a.files) > 10
         for name in a.files:

@@ -14,7 +14,7 @@ PRETRAIN = '''
 import sys
 sys.modules["tensorflow"] = None  # as on a GPU machine without TensorFlow: any use of it fails
 from training_jax import pretrain
-outcome = pretrain.main(["--study", EXPORT, "--arm", "micro", "--out", RUNS])
+outcome = pretrain.main(["--export", EXPORT, "--model", "micro", "--out", RUNS])
 print("RESULTS" + __import__("json").dumps({"outcome": outcome}))
 '''
 
@@ -40,7 +40,7 @@ def test_export_train_import_then_finetune_with_tensorflow(exported):
     from training_jax.weights import read_weights
 
     root, study = exported
-    assert study["arms"]["micro"]["checkpoint_steps"] == [4, 8]
+    assert study["models"]["micro"]["checkpoint_steps"] == [4, 8]
     runs = root / "runs"
     script = PRETRAIN.replace("EXPORT", repr(str(root / "export"))).replace("RUNS", repr(str(runs)))
     assert run_script_under_jax(script, REPO)["outcome"] == "done"
@@ -68,7 +68,7 @@ def test_import_refuses_what_does_not_match(exported, tmp_path, capsys):
     from common.errors import InputError
 
     root, _ = exported
-    with pytest.raises(InputError, match="study.json: missing"):
+    with pytest.raises(InputError, match="export.json: missing"):
         import_jax.read_export(tmp_path)
     with pytest.raises(InputError, match="not named weights-<step>.npz"):
         import_jax.weights_step(tmp_path / "final.npz")

@@ -41,8 +41,8 @@ def first_run(tmp_path_factory):
     repo = repository_mirror(REPO, root / "repo")
     carried_wheels(wheels, repo / ".whl")
     export = export_tiny_run(root, steps=8, checkpoints=1)
-    study = json.loads((export / "study.json").read_text())
-    assert study["fit"]["arms"] == ["electra"] and study["fit"]["max_units"] == 8  # the export's fit block
+    study = json.loads((export / "export.json").read_text())
+    assert study["fit"]["models"] == ["electra"] and study["fit"]["max_units"] == 8  # the export's fit block
     text = (root / "data" / "corpus" / "part0.txt").read_text().replace("\n", " ")
     sentences = [" ".join(s.split()[:10]) for s in text.split(". ") if len(s.split()) >= 6]
     write_rte(root / "glue" / "rte", sentences, {"train": 24, "dev": 8}, seed=0)
@@ -126,7 +126,7 @@ def equal_to_returned(run):
     return [np.array_equal(np.asarray(value), returned[path].astype("float32")) for path, value in pairs]
 
 
-args = ["--study", STUDY, "--arm", "electra", "--out", OUT]
+args = ["--export", EXPORT, "--model", "electra", "--out", OUT]
 continued = equal_to_returned(pretrain.Run(pretrain.parse_args(args + ["--init-from", SHARD])))
 fresh = equal_to_returned(pretrain.Run(pretrain.parse_args(args)))  # a new model: not those weights
 print("RESULTS" + json.dumps({"same": all(continued), "count": len(continued), "fresh_same": all(fresh)}))
@@ -138,7 +138,7 @@ def test_a_continued_run_starts_from_the_returned_weights_and_counts_steps_on(fi
 
     root, export, _, (repo, python_dir) = first_run
     shard = root / "OUT" / "weights-8.part1of1.npz"
-    names = {"STUDY": root / "run_work" / "export", "OUT": tmp_path / "unused", "SHARD": shard, "FOLDER": shard.parent}
+    names = {"EXPORT": root / "run_work" / "export", "OUT": tmp_path / "unused", "SHARD": shard, "FOLDER": shard.parent}
     script = START_FROM
     for name, path in names.items():
         script = script.replace(name, repr(str(path)))

@@ -182,7 +182,7 @@ def test_training_jax_pretrain_scans_only_when_told(tmp_path):
     from configs.pretraining_config import PretrainingConfig
     from training_jax import pretrain
 
-    required = ["--study", "s", "--arm", "electra", "--out", "o"]
+    required = ["--export", "s", "--model", "electra", "--out", "o"]
     assert pretrain.parse_args(required).scan_layers is None
     assert pretrain.parse_args(required + ["--no-scan-layers"]).scan_layers is False
     assert not pretrain.default_scan_layers("cpu") and not pretrain.default_scan_layers("gpu")

@@ -61,10 +61,10 @@ ON_THE_ACCELERATOR = textwrap.dedent('''
     pretrain.measure = lambda *args: (100.0, 0.5)  # the size must not depend on this CPU's speed
     electric_ranking.main(["--device-size", str(study), "--minutes", "0.012"])
     # one piece (pieces resume as the study's do: tests/test_jax_pretraining.py)
-    finished = pretrain.main(["--study", str(study), "--arm", "electric", "--out", str(study / "runs" / "electric")])
+    finished = pretrain.main(["--export", str(study), "--model", "electric", "--out", str(study / "runs" / "electric")])
     electric_ranking.main(["--device-score", str(study)])
     electric_ranking.main(["--device-collect", str(study), "--out", out])
-    print("RESULTS" + json.dumps({"study": json.loads((study / "study.json").read_text()), "finished": finished}))
+    print("RESULTS" + json.dumps({"study": json.loads((study / "export.json").read_text()), "finished": finished}))
 ''')
 
 
@@ -79,7 +79,7 @@ def test_the_whole_electric_device_sequence_dry_runs_on_the_cpu(exported, tmp_pa
 
     work, shared, export = exported
     commands = (export / "COMMANDS.txt").read_text()
-    assert "--arm electric" in commands and "--device-size" in commands and "--device-score" in commands
+    assert "--model electric" in commands and "--arm" not in commands and "--device-size" in commands and "--device-score" in commands
     config = PretrainingConfig.load(export / "config_electric.json")
     assert config.electric_objective and config.mixed_precision == "mixed_bfloat16"
     assert config.train_batch_size == 4 and config.model_config().num_layers == 1
@@ -89,7 +89,7 @@ def test_the_whole_electric_device_sequence_dry_runs_on_the_cpu(exported, tmp_pa
     out = tmp_path / "OUT"
     script = ON_THE_ACCELERATOR.replace("STUDY", repr(str(export))).replace("OUT", repr(str(out)))
     results = run_script_under_jax(script, stages.REPO, timeout=600)
-    arm = results["study"]["arms"]["electric"]
+    arm = results["study"]["models"]["electric"]
     steps = arm["num_train_steps"]
     assert steps == 14 and arm["checkpoint_steps"] == [7, 14]  # sized: (0.9 · 0.72 s - 0.5 s) at 100 steps/s
     assert results["finished"] == "done"
@@ -135,7 +135,7 @@ def test_missing_exports_and_results_name_the_file(tmp_path, monkeypatch, capsys
         electric_ranking.main(["--device-score", str(tmp_path / "nothing")])
     assert raised.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "nothing/study.json: missing" in err[0] and "studies.electric.ranking --device-export" in err[0]
+    assert len(err) == 1 and "nothing/export.json: missing" in err[0] and "studies.electric.ranking --device-export" in err[0]
 
     shared = tmp_path / "shared"
     (shared / electric_ranking.SHARDS.format(1)).parent.mkdir(parents=True)
@@ -158,14 +158,20 @@ def test_checkpoints_are_evenly_spaced_and_end_at_the_last_step():
     assert electric_device.checkpoint_steps(1, 3) == [1]
 
 
-def test_the_jax_trainer_takes_the_arms_the_export_lists(tmp_path):
-    """--arm is checked against study.json (electric for the Electric ranking; electra and mlm for RTD vs MLM)."""
+def test_the_jax_trainer_takes_the_models_the_export_lists(tmp_path):
+    """--model is checked against export.json (electric for the Electric ranking; electra and mlm for RTD vs MLM),
+    and an older export's study.json, given with the old --study/--arm, is checked the same way."""
     from common.errors import InputError
     from training_jax import pretrain
 
-    (tmp_path / "study.json").write_text(json.dumps({"arms": {"electric": {}}, "log_every": 1, "eval_every": {}}))
-    with pytest.raises(InputError, match=r"--arm electra: .*study\.json has no such arm; give one of electric"):
-        pretrain.Run(pretrain.parse_args(["--study", str(tmp_path), "--arm", "electra", "--out", str(tmp_path)]))
-    with pytest.raises(InputError, match=r"none/study\.json: missing"):
-        pretrain.Run(pretrain.parse_args(["--study", str(tmp_path / "none"), "--arm", "electric",
+    (tmp_path / "export.json").write_text(json.dumps({"models": {"electric": {}}, "log_every": 1, "eval_every": {}}))
+    with pytest.raises(InputError, match=r"--model electra: .*export\.json has no such model; give one of electric"):
+        pretrain.Run(pretrain.parse_args(["--export", str(tmp_path), "--model", "electra", "--out", str(tmp_path)]))
+    old = tmp_path / "old"
+    old.mkdir()
+    (old / "study.json").write_text(json.dumps({"arms": {"electric": {}}, "log_every": 1, "eval_every": {}}))
+    with pytest.raises(InputError, match=r"--model electra: .*old/study\.json has no such model; give one of electric"):
+        pretrain.Run(pretrain.parse_args(["--study", str(old), "--arm", "electra", "--out", str(tmp_path)]))
+    with pytest.raises(InputError, match=r"none/export\.json: missing"):
+        pretrain.Run(pretrain.parse_args(["--export", str(tmp_path / "none"), "--model", "electric",
                                           "--out", str(tmp_path)]))

@@ -10,7 +10,7 @@ def test_a_sized_run_has_the_config_a_planned_run_of_that_length_has(tmp_path):
     for budgets, electra_steps in ((1, 6_040), (3, 1_500), (2, 14)):
         plan = plan_in(tmp_path, electra_steps=electra_steps, budgets=budgets, extra_budgets=[])
         for arm in ("electra", "mlm"):
-            steps = fit.arm_steps(electra_steps, plan.steps_per_electra_step(arm), budgets)
+            steps = fit.model_steps(electra_steps, plan.steps_per_electra_step(arm), budgets)
             assert steps == plan.steps(arm)
             fields = fit.sized_fields(steps, budgets, WARMUP_FRACTION, evals=30)
             planned = pretraining_hparams(plan, arm)

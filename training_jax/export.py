@@ -4,24 +4,25 @@ the run's config exactly as run_pretraining.py resolves it.
     python -m training_jax.export --data-dir electra_data --model-name electra_small --out jax_export \
         [--hparams '{"train_batch_size": 128}'] [--checkpoints 4]
     # then, on a machine with JAX and Keras (no TensorFlow needed):
-    KERAS_BACKEND=jax python -m training_jax.pretrain --study jax_export --arm electra_small --out jax_runs/electra_small
+    KERAS_BACKEND=jax python -m training_jax.pretrain --export jax_export --model electra_small \
+        --out jax_runs/electra_small
     # and back here, the weights as a normal model folder:
     python -m checkpoints.import_jax --export jax_export --weights jax_runs/electra_small/weights-N.npz \
         --data-dir electra_data --model-name electra_small_jax
 
-The folder holds config_<arm>.json (the resolved config), train.npz.xz and eval.npz (the training and
+The folder holds config_<model>.json (the resolved config), train.npz.xz and eval.npz (the training and
 held-out shards as run_pretraining.py splits them: training_jax.arrays' packing), vocab.txt (the dataset's
-vocabulary, so that the import needs nothing else) and study.json, written last: the arms, their
-checkpoint steps, how often to log and evaluate, and (for --fit-minutes) how to size a run. Fine-tuning
-tasks are exported by `python -m finetune.arrays`.
+vocabulary, so that the import needs nothing else) and export.json (training_jax.export_file), written
+last: the models, their checkpoint steps, how often to log and evaluate, and (for --fit-minutes) how to size
+a run. Fine-tuning tasks are exported by `python -m finetune.arrays`.
 """
 import argparse
 import pathlib
 import shutil
 
-from common import atomic
 from common.errors import InputError, exit_on_input_error
-from training_jax.pretrain import EVAL_ARRAYS, STUDY_FILE, TRAIN_ARRAYS
+from training_jax.export_file import EXPORT_FILE, OLD_EXPORT_FILE, write_export_file
+from training_jax.pretrain import EVAL_ARRAYS, TRAIN_ARRAYS
 
 VOCAB_FILE = "vocab.txt"
 LOG_EVERY = 100  # training metrics averaged over this many steps
@@ -89,50 +90,52 @@ def evenly_spaced(steps, count):
     return sorted({min(steps, every * (k + 1)) for k in range(count)} | {steps})
 
 
-def arm_record(config, config_file, checkpoint_steps):
+def model_record(config, config_file, checkpoint_steps):
     return {"config_file": config_file, "num_train_steps": config.num_train_steps,
             "checkpoint_steps": list(checkpoint_steps)}
 
 
-def write_study(out_dir, arms, eval_examples, extra=None):
-    """config_<arm>.json for each arm and study.json (last: a folder without it is not an export).
-    arms: {arm: (config, checkpoint steps)}."""
-    study = {"log_every": LOG_EVERY, "eval_every": {}, "arms": {}, "eval_examples": eval_examples, **(extra or {})}
-    for arm, (config, checkpoint_steps) in arms.items():
-        config.save(out_dir / f"config_{arm}.json")
-        study["arms"][arm] = arm_record(config, f"config_{arm}.json", checkpoint_steps)
-        study["eval_every"][arm] = max(1, config.num_train_steps // EVALS_PER_RUN)
-    atomic.write_json(out_dir / STUDY_FILE, study, sort_keys=False)
-    return study
+def write_export(out_dir, models, eval_examples, extra=None):
+    """config_<model>.json for each model and export.json (last: a folder without it is not an export).
+    models: {model: (config, checkpoint steps)}."""
+    record = {"log_every": LOG_EVERY, "eval_every": {}, "models": {}, "eval_examples": eval_examples,
+              **(extra or {})}
+    for model, (config, checkpoint_steps) in models.items():
+        config.save(out_dir / f"config_{model}.json")
+        record["models"][model] = model_record(config, f"config_{model}.json", checkpoint_steps)
+        record["eval_every"][model] = max(1, config.num_train_steps // EVALS_PER_RUN)
+    write_export_file(out_dir, record)
+    return record
 
 
 def export_pretraining(model_name, hparams, data_dir, out_dir, checkpoints=1):
-    """One arm, named `model_name`, resolved as run_pretraining.py --model-name model_name --hparams
-    hparams resolves it; returns study.json's content."""
+    """One model, named `model_name`, resolved as run_pretraining.py --model-name model_name --hparams
+    hparams resolves it; returns export.json's content."""
     from configs.resolve import resolve_run
 
     out_dir = pathlib.Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / STUDY_FILE).unlink(missing_ok=True)  # an export is complete only once it is written again
+    for name in (EXPORT_FILE, OLD_EXPORT_FILE):  # an export is complete only once it is written again
+        (out_dir / name).unlink(missing_ok=True)
     resolved = resolve_run(model_name, hparams, data_dir)
     config = resolved.config
     eval_count = export_examples(out_dir, config, resolved.dataset_dir, resolved.metadata)
     shutil.copyfile(resolved.vocab_file, out_dir / VOCAB_FILE)
-    return write_study(out_dir, {model_name: (config, evenly_spaced(config.num_train_steps, checkpoints))},
+    return write_export(out_dir, {model_name: (config, evenly_spaced(config.num_train_steps, checkpoints))},
                        eval_count, {"fit": fit_record(model_name, config, checkpoints)})
 
 
 def fit_record(model_name, config, checkpoints):
-    """study.json's "fit" block (training_jax.fit): one arm, sized by --fit-minutes to what the minutes allow, at
+    """export.json's "fit" block (training_jax.fit): one model, sized by --fit-minutes to what the minutes allow, at
     most the config's steps, with the config's own warmup fraction and `checkpoints` evenly spaced weights."""
-    return {"arms": [model_name], "steps_per_unit": {model_name: 1.0}, "budgets": checkpoints,
+    return {"models": [model_name], "steps_per_unit": {model_name: 1.0}, "budgets": checkpoints,
             "warmup_fraction": config.num_warmup_steps / config.num_train_steps, "evals": EVALS_PER_RUN,
             "max_units": config.num_train_steps}
 
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model-name", required=True, help="the run's name (run_pretraining.py's): its arm name")
+    parser.add_argument("--model-name", required=True, help="the run's name (run_pretraining.py's): the export's model")
     parser.add_argument("--data-dir", type=pathlib.Path, default=None,
                         help="the data directory of build_pretraining_dataset.py (default: $ELECTRA_DATA_DIR)")
     parser.add_argument("--hparams", default="", help="PretrainingConfig overrides, JSON inline or a .json file, "
@@ -150,16 +153,16 @@ def main(argv=None):
     args = parse_args(argv)
     if args.checkpoints < 1:
         raise InputError(f"--checkpoints {args.checkpoints}: must be at least 1")
-    study = export_pretraining(args.model_name, args.hparams, args.data_dir, args.out, args.checkpoints)
-    arm = study["arms"][args.model_name]
+    record = export_pretraining(args.model_name, args.hparams, args.data_dir, args.out, args.checkpoints)
+    model = record["models"][args.model_name]
     from training_jax.run import device_line
 
-    say(f"wrote {args.out}: {arm['num_train_steps']} steps, weights at {arm['checkpoint_steps']}. On a machine "
-        f"with JAX:\n  KERAS_BACKEND=jax python -m training_jax.pretrain --study {args.out} --arm {args.model_name} "
+    say(f"wrote {args.out}: {model['num_train_steps']} steps, weights at {model['checkpoint_steps']}. On a machine "
+        f"with JAX:\n  KERAS_BACKEND=jax python -m training_jax.pretrain --export {args.out} --model {args.model_name} "
         f"--out {args.out}/runs/{args.model_name}\nor the time-boxed run in one device call (tasks from python -m "
         f"finetune.arrays in {args.out}/tasks; carry [\".whl\", \"{args.out}\"], timeout_s 590; add --also-mlm for "
         f"the MLM baseline at equal FLOPs beside it):\n  {device_line(args.out)}")
-    return study
+    return record
 
 
 if __name__ == "__main__":

@@ -7,10 +7,10 @@ end M minutes after the process started, with the held-out evaluations and saves
 was compiled with the schedule's step counts as inputs (training_jax.step.SizedSchedule), so nothing is
 compiled twice, and the run then is exactly a run of that many steps from step 0.
 
-Several arms that train at once on one device (the RTD-vs-MLM study: ELECTRA, and MLM at equal FLOPs)
-size together: each measures while the others run too (a barrier after compiling), writes its rate to
-<study>/fit/<arm>.rate.json, and all compute the same length in "units" (the first arm's steps) from all
-rates, each arm taking its `steps_per_unit` of them. study.json's "fit" block says which arms, their
+Several models that train at once on one device (training_jax.run --also-mlm: ELECTRA, and MLM at equal
+FLOPs) size together: each measures while the others run too (a barrier after compiling), writes its rate
+to <export>/fit/<model>.rate.json, and all compute the same length in "units" (the first model's steps) from
+all rates, each model taking its `steps_per_unit` of them. export.json's "fit" block says which models, their
 ratios, the multiple the steps are rounded to, the warmup fraction, the number of evaluations, and the
 most units to train (the planned length: a run that could do more in the minutes ends early).
 """
@@ -20,9 +20,10 @@ import time
 
 from common import atomic
 from common.errors import InputError
+from training_jax.export_file import export_path
 
 FIT_DIR = "fit"
-BARRIER_SECONDS = 300.0  # how long an arm waits for the others to compile (an arm that died is left out)
+BARRIER_SECONDS = 300.0  # how long a model waits for the others to compile (one that died is left out)
 RESERVE_SECONDS = 20.0  # the last save, the run record, the process's exit
 SPEED_MARGIN = 0.95  # the rate measured in a few dozen steps is a little better than a long run's
 
@@ -32,21 +33,21 @@ def warmup_steps(steps, fraction):
     return max(1, int(steps * fraction + 1e-9))
 
 
-def arm_steps(units, steps_per_unit, multiple):
-    """An arm's steps for `units` of the first arm's: the same compute, a multiple of `multiple`."""
+def model_steps(units, steps_per_unit, multiple):
+    """A model's steps for `units` of the first model's: the same compute, a multiple of `multiple`."""
     return max(1, round(units * steps_per_unit / multiple)) * multiple
 
 
 def units_that_fit(rates, steps_per_unit, seconds, multiple):
-    """The most units (a multiple of `multiple`) every arm can train in `seconds` at its rate (steps/s);
+    """The most units (a multiple of `multiple`) every model can train in `seconds` at its rate (steps/s);
     0 when not even `multiple` fit."""
-    per_unit = max(steps_per_unit[arm] / rate for arm, rate in rates.items())
+    per_unit = max(steps_per_unit[model] / rate for model, rate in rates.items())
     return max(0, int(seconds / per_unit) // multiple * multiple)
 
 
 def sized_fields(steps, budgets, warmup_fraction, evals, block_steps=1):
     """The config fields and the run's checkpoint and evaluation steps for a `steps`-step run with
-    `budgets` evenly spaced checkpoints (the study's rule: studies/rtd_vs_mlm/plan.py pretraining_hparams);
+    `budgets` evenly spaced checkpoints (the rule of studies/rtd_vs_mlm/plan.py pretraining_hparams);
     evaluations every a multiple of `block_steps` (the updates per dispatch), so that they end blocks."""
     every = steps // budgets
     return {"config": {"num_train_steps": steps, "num_warmup_steps": warmup_steps(steps, warmup_fraction),
@@ -55,26 +56,26 @@ def sized_fields(steps, budgets, warmup_fraction, evals, block_steps=1):
             "eval_every": max(block_steps, steps // evals // block_steps * block_steps)}
 
 
-def fit_block(study, study_dir):
-    if "fit" not in study:
-        raise InputError(f"{pathlib.Path(study_dir) / 'study.json'}: has no \"fit\" block, so --fit-minutes cannot "
+def fit_block(plan, export_dir):
+    if "fit" not in plan:
+        raise InputError(f"{export_path(export_dir)}: has no \"fit\" block, so --fit-minutes cannot "
                          "size this run; export it again, or give the steps at export instead")
-    return study["fit"]
+    return plan["fit"]
 
 
-def sized_file(study_dir, arm):
-    return pathlib.Path(study_dir) / FIT_DIR / f"{arm}.sized.json"
+def sized_file(export_dir, model):
+    return pathlib.Path(export_dir) / FIT_DIR / f"{model}.sized.json"
 
 
-def read_sized(study_dir, arm):
-    """The sized entry of `arm` ({config_file, checkpoint_steps, eval_every, ...}) or None before sizing."""
-    path = sized_file(study_dir, arm)
+def read_sized(export_dir, model):
+    """The sized entry of `model` ({config_file, checkpoint_steps, eval_every, ...}) or None before sizing."""
+    path = sized_file(export_dir, model)
     return json.loads(path.read_text()) if path.is_file() else None
 
 
-def arm_entry(study_dir, study, arm):
-    """The arm's entry as it trains: the sized one once the run has sized itself, else study.json's."""
-    return read_sized(study_dir, arm) or study["arms"][arm]
+def model_entry(export_dir, plan, model):
+    """The model's entry as it trains: the sized one once the run has sized itself, else export.json's."""
+    return read_sized(export_dir, model) or plan["models"][model]
 
 
 def _wait_for(paths, seconds, log):
@@ -89,28 +90,28 @@ def _wait_for(paths, seconds, log):
 
 
 def size_run(run, started, fit_minutes, measure_steps):
-    """Measures `run` (training_jax.pretrain.Run, at step 0) beside the other arms and returns its sized
-    entry, also written to <study>/fit/<arm>.sized.json; `started` is the process's time.monotonic() start."""
-    study_dir, arm = run.args.study, run.args.arm
-    block = fit_block(run.study, study_dir)
-    arms = [a for a in block["arms"] if a in run.study["arms"]]
-    folder = study_dir / FIT_DIR
+    """Measures `run` (training_jax.pretrain.Run, at step 0) beside the other models and returns its sized
+    entry, also written to <export>/fit/<model>.sized.json; `started` is the process's time.monotonic() start."""
+    export_dir, model = run.args.export, run.args.model
+    block = fit_block(run.plan, export_dir)
+    models = [m for m in block["models"] if m in run.plan["models"]]
+    folder = export_dir / FIT_DIR
     folder.mkdir(parents=True, exist_ok=True)
-    deadline = time.time() + fit_minutes * 60 - (time.monotonic() - started)  # wall clock: shared by the arms
+    deadline = time.time() + fit_minutes * 60 - (time.monotonic() - started)  # wall clock: shared by the models
     compile_seconds, eval_seconds = run.compile_and_time_evaluation()
-    (folder / f"{arm}.ready").write_text("")
-    _wait_for([folder / f"{a}.ready" for a in arms], BARRIER_SECONDS, run.log)
+    (folder / f"{model}.ready").write_text("")
+    _wait_for([folder / f"{m}.ready" for m in models], BARRIER_SECONDS, run.log)
     rate = run.measure_rate(measure_steps)
-    record = {"arm": arm, "steps_per_second": rate, "compile_seconds": compile_seconds,
+    record = {"model": model, "steps_per_second": rate, "compile_seconds": compile_seconds,
               "eval_seconds": eval_seconds, "measured_at": time.time(), "deadline": deadline}
-    atomic.write_json(folder / f"{arm}.rate.json", record, sort_keys=False)
-    found = _wait_for([folder / f"{a}.rate.json" for a in arms], BARRIER_SECONDS, run.log)
+    atomic.write_json(folder / f"{model}.rate.json", record, sort_keys=False)
+    found = _wait_for([folder / f"{m}.rate.json" for m in models], BARRIER_SECONDS, run.log)
     records = [json.loads(p.read_text()) for p in found]
-    # Every arm computes the same length from the same records: the latest measurement, the earliest deadline.
+    # Every model computes the same length from the same records: the latest measurement, the earliest deadline.
     start, end = max(r["measured_at"] for r in records), min(r["deadline"] for r in records)
     evals = block["evals"] + block["budgets"] + 1
     seconds = (end - start - RESERVE_SECONDS - evals * max(r["eval_seconds"] for r in records)) * SPEED_MARGIN
-    rates = {r["arm"]: r["steps_per_second"] for r in records}
+    rates = {r["model"]: r["steps_per_second"] for r in records}
     # Checkpoints fall on block boundaries when the steps are a multiple of budgets × updates per dispatch.
     multiple = block["budgets"] * run.block_steps
     fitting = units_that_fit(rates, block["steps_per_unit"], seconds, multiple)
@@ -118,17 +119,18 @@ def size_run(run, started, fit_minutes, measure_steps):
     if units < block["budgets"]:
         raise InputError(f"--fit-minutes {fit_minutes:g}: {max(0.0, seconds):.0f} s are left after compiling, "
                          f"too few for {block['budgets']} step(s) at {rate:.2f} steps/s; give more minutes")
-    steps = arm_steps(units, block["steps_per_unit"][arm], multiple if units >= multiple else block["budgets"])
+    steps = model_steps(units, block["steps_per_unit"][model], multiple if units >= multiple else block["budgets"])
     fields = sized_fields(steps, block["budgets"], block["warmup_fraction"], block["evals"], run.block_steps)
-    entry = {"config_file": f"config_{arm}_sized.json", "num_train_steps": steps, "units": units,
+    entry = {"config_file": f"config_{model}_sized.json", "num_train_steps": steps, "units": units,
              "checkpoint_steps": fields["checkpoint_steps"], "eval_every": fields["eval_every"],
-             "measured": {r["arm"]: {k: round(v, 3) for k, v in r.items() if k in (
+             "measured": {r["model"]: {k: round(v, 3) for k, v in r.items() if k in (
                  "steps_per_second", "compile_seconds", "eval_seconds")} for r in records},
              "seconds_planned": round(seconds, 1), "expected_seconds": round(steps / rate, 1),
              "fit_minutes": fit_minutes}
-    run.resize(fields, study_dir / entry["config_file"])
-    atomic.write_json(sized_file(study_dir, arm), entry, sort_keys=False)
-    run.log(f"sized: {steps} steps ({units} units{' (the most planned)' if units < fitting else ''} of {', '.join(sorted(rates))} together; {rate:.2f} steps/s "
+    run.resize(fields, export_dir / entry["config_file"])
+    atomic.write_json(sized_file(export_dir, model), entry, sort_keys=False)
+    most = " (the most planned)" if units < fitting else ""
+    run.log(f"sized: {steps} steps ({units} units{most} of {', '.join(sorted(rates))} together; {rate:.2f} steps/s "
             f"measured, {seconds / 60:.1f} min to train, warmup {fields['config']['num_warmup_steps']}, "
             f"checkpoints {fields['checkpoint_steps']})")
     return entry

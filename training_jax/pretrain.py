@@ -1,13 +1,13 @@
 """Pretraining under KERAS_BACKEND=jax from exported arrays, in pieces that resume where they stopped.
 
-    # where TensorFlow is installed: build the dataset and export what the accelerator needs
-    python -m studies.rtd_vs_mlm --work-dir runs/study --device-export device_study
+    # where TensorFlow is installed: export what the accelerator needs (training_jax.export)
+    python -m training_jax.export --data-dir electra_data --model-name electra_small --out jax_export
     # on the accelerator (JAX and Keras only); run the same command again until it says "done"
-    KERAS_BACKEND=jax python -m training_jax.pretrain --study device_study --arm electra \\
-        --out jax_runs/electra --time-limit-minutes 8.5
+    KERAS_BACKEND=jax python -m training_jax.pretrain --export jax_export --model electra_small \\
+        --out jax_runs/electra_small --time-limit-minutes 8.5
 
 What trains is what run_pretraining.py trains: the config was resolved by run_pretraining.py's own
-functions at export (config_<arm>.json); model, masking, sampling, losses, optimizer and schedule are
+functions at export (config_<model>.json); model, masking, sampling, losses, optimizer and schedule are
 pretrain.builder's; one update is training_jax.step's (value_and_grad + optimizer.stateless_apply under
 one jit). What differs is the outer loop: batches are drawn from NumPy arrays of the dataset's examples
 (a fresh seeded permutation per epoch) instead of tf.data, and the masking/sampling/dropout randomness
@@ -20,7 +20,7 @@ computes the same updates as a run that never stopped. When the state is gone (a
 starts over at step 0 and says so.
 
 Writes to --out:
-  weights-<step>.npz  every model weight by its Keras path at each of the study's checkpoint steps
+  weights-<step>.npz  every model weight by its Keras path at each of the export's checkpoint steps
                       (float weights rounded to float16 by default; --weights-dtype)
   metrics.jsonl       one JSON line per log window ({"split": "train", "step", metric...}, averaged over
                       the window) and per evaluation on the held-out examples ({"split": "eval", ...}); last,
@@ -39,12 +39,12 @@ from common.errors import InputError, exit_on_input_error
 from training_jax import fit
 from training_jax import state as state_lib
 from training_jax.arrays import load_packed, unpack_examples
+from training_jax.export_file import model_entry, read_export_file
 
-STUDY_FILE = "study.json"
 TRAIN_ARRAYS = "train.npz"
 EVAL_ARRAYS = "eval.npz"
 METRICS_FILE = "metrics.jsonl"
-COMPILE_CACHE = "jax_cache"  # in the study folder: compiled programs shared by the pieces of its runs
+COMPILE_CACHE = "jax_cache"  # in the export folder: compiled programs shared by the pieces of its runs
 LEGACY_RUN_FILE = "run.json"  # where the first runs (studies/device_curves/h100_probe) wrote the run record
 DONE, PAUSED = "done", "paused"
 
@@ -193,7 +193,7 @@ def save_weights(path, model, dtype):
 
 
 class Run:
-    """One arm's training from exported arrays: the device state, the loop, its pieces and its files."""
+    """One model's training from exported arrays: the device state, the loop, its pieces and its files."""
 
     def __init__(self, args, config_file=None):
         import jax
@@ -201,32 +201,29 @@ class Run:
         import numpy as np
 
         self.args = args
-        if not (args.study / STUDY_FILE).is_file():
-            raise InputError(f"{args.study / STUDY_FILE}: missing; pass the folder a --device-export wrote "
-                             "(python -m studies.rtd_vs_mlm or studies.electric.ranking)")
-        study = self.study = json.loads((args.study / STUDY_FILE).read_text())
-        study_arm(study, args.study, args.arm)
-        arm = fit.arm_entry(args.study, study, args.arm)  # once sized (a rerun of a --fit-minutes run): that size
-        self.sized = "units" in arm
-        self.checkpoint_steps = arm["checkpoint_steps"]
-        self.log_every = study["log_every"]
-        self.eval_every = arm["eval_every"] if self.sized else study["eval_every"][args.arm]
+        plan = self.plan = read_export_file(args.export, "pass the folder python -m training_jax.export wrote")
+        model_entry(plan, args.export, args.model)
+        entry = fit.model_entry(args.export, plan, args.model)  # once sized (a rerun of a --fit-minutes run): that
+        self.sized = "units" in entry
+        self.checkpoint_steps = entry["checkpoint_steps"]
+        self.log_every = plan["log_every"]
+        self.eval_every = entry["eval_every"] if self.sized else plan["eval_every"][args.model]
         self.device = jax.devices()[0]
         self.scan_layers = default_scan_layers(self.device.platform) if args.scan_layers is None else args.scan_layers
-        self.config, self.model, self.optimizer = build(args.study / (config_file or arm["config_file"]),
+        self.config, self.model, self.optimizer = build(args.export / (config_file or entry["config_file"]),
                                                         fused_update=args.flat_update, scan_layers=self.scan_layers)
         if args.init_from:  # before the state is taken from the model: the run starts from these weights
             self.init_from_weights(args.init_from)
-        self.state_dir = args.state_dir or args.study / f"state_{args.arm}"
+        self.state_dir = args.state_dir or args.export / f"state_{args.model}"
         self.metrics_path = args.out / METRICS_FILE
         config = self.config
         self.log(f"device {self.device.platform} {self.device.device_kind}; jax {jax.__version__}, keras "
                  f"{keras.__version__}; {config.num_train_steps} steps of batch {config.train_batch_size}, "
                  f"checkpoints {self.checkpoint_steps}")
 
-        packed = load_packed(args.study / TRAIN_ARRAYS)
+        packed = load_packed(args.export / TRAIN_ARRAYS)
         self.train_examples = {k: jax.device_put(v, self.device) for k, v in unpack_examples(packed).items()}
-        eval_examples = unpack_examples(load_packed(args.study / EVAL_ARRAYS))
+        eval_examples = unpack_examples(load_packed(args.export / EVAL_ARRAYS))
         self.num_train = int(self.train_examples["input_ids"].shape[0])
         size = config.eval_batch_size
         self.eval_batches = [{k: jax.device_put(v[i:i + size], self.device) for k, v in eval_examples.items()}
@@ -289,7 +286,7 @@ class Run:
         return self.block_steps if min(events) - step >= self.block_steps else 1
 
     def log(self, message):
-        print(f"[{time.strftime('%H:%M:%S')}] {self.args.arm}: {message}", flush=True)
+        print(f"[{time.strftime('%H:%M:%S')}] {self.args.model}: {message}", flush=True)
 
     # ------------------------------------------------------------ the state between pieces
     def _groups(self):
@@ -389,7 +386,7 @@ class Run:
                 values = self.model.finalize_metrics(jax.device_get(self.stats_sum))
                 self.stats_sum = jax.tree_util.tree_map(jax.numpy.zeros_like, self.stats_sum)
                 if not np.isfinite(values["total_loss"]):
-                    sys.exit(f"error: {args.arm}: the loss is not finite at step {step}")
+                    sys.exit(f"error: {args.model}: the loss is not finite at step {step}")
                 now = time.monotonic()
                 rate = (step - window_from) / (now - window_start) if now > window_start else 0.0
                 window_start, window_from = now, step
@@ -422,7 +419,7 @@ class Run:
         wall = self.wall_before + time.monotonic() - start
         timed = time.monotonic() - timed_start if timed_start else 0.0
         self.write_metrics({
-            "split": "run", "arm": args.arm, "config": self.config.to_dict(),  # as sized, not as exported
+            "split": "run", "model": args.model, "config": self.config.to_dict(),  # as sized, not as exported
             "device": f"{self.device.platform} {self.device.device_kind}", "jax": jax.__version__,
             "keras": keras.__version__, "num_train_steps": total,
             "checkpoint_steps": self.checkpoint_steps, "wall_clock_seconds": round(wall, 1),
@@ -508,30 +505,27 @@ class Run:
         self.log(f"saved {weights_file(step)}")
 
 
-def study_arm(study, study_dir, arm):
-    """The study's entry for `arm` (config file, steps, checkpoints); InputError naming the arms it has. Each
-    export lists its own arms (the RTD-vs-MLM study electra and mlm, the Electric bench electric)."""
-    if arm not in study["arms"]:
-        raise InputError(f"--arm {arm}: {study_dir / STUDY_FILE} has no such arm; give one of "
-                         f"{', '.join(sorted(study['arms']))}")
-    return study["arms"][arm]
-
-
-def measure(study_dir, config_file, arm, steps=30):
-    """(steps/s, compile seconds) of one arm's update at `config_file` of the study (nothing is written)."""
-    run = Run(parse_args(["--study", str(study_dir), "--arm", arm, "--out", str(study_dir)]), config_file)
+def measure(export_dir, config_file, model, steps=30):
+    """(steps/s, compile seconds) of one model's update at `config_file` of the export (nothing is written)."""
+    run = Run(parse_args(["--export", str(export_dir), "--model", model, "--out", str(export_dir)]), config_file)
     return run.measure(steps)
+
+
+# Old spellings of --export and --model, still accepted so that command lines printed before them still run.
+OLD_OPTIONS = {"--study": "--export", "--arm": "--model"}
 
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--study", type=pathlib.Path, required=True,
-                        help="the folder studies.rtd_vs_mlm (or studies.electric.ranking) --device-export wrote")
-    parser.add_argument("--arm", required=True, help="one of the arms study.json lists (the RTD-vs-MLM study: "
-                        "electra, mlm; the Electric bench: electric)")
+    parser.add_argument("--export", type=pathlib.Path, default=None,
+                        help="the folder python -m training_jax.export (or a --device-export) wrote")
+    parser.add_argument("--model", default=None, help="one of the models its export.json lists (training_jax.export: "
+                        "its --model-name)")
+    for old, new in OLD_OPTIONS.items():
+        parser.add_argument(old, dest=new[2:], type=pathlib.Path if new == "--export" else str, help=argparse.SUPPRESS)
     parser.add_argument("--out", type=pathlib.Path, required=True)
     parser.add_argument("--state-dir", type=pathlib.Path, default=None,
-                        help="where the resumable state is kept (default <study>/state_<arm>); hundreds of MB "
+                        help="where the resumable state is kept (default <export>/state_<model>); hundreds of MB "
                              "at electra_small, so keep it out of what is copied back")
     parser.add_argument("--time-limit-minutes", type=float, default=0.0,
                         help="save the state and stop before this many minutes (0: no limit)")
@@ -542,7 +536,7 @@ def parse_args(argv=None):
     parser.add_argument("--fit-minutes", type=float, default=0.0,
                         help="set the run's length after compiling, from its measured speed, so that it ends, "
                              "saved, this many minutes after the process started (training_jax/fit.py; the "
-                             "study's \"fit\" block says with which arms it shares the device)")
+                             "export's \"fit\" block says with which models it shares the device)")
     parser.add_argument("--measure-steps", type=int, default=50, help="--fit-minutes: the steps it times")
     parser.add_argument("--init-from", type=pathlib.Path, nargs="+", default=None, metavar="NPZ",
                         help="start from an earlier run's weights files (weights-<step>.npz or all its shards), "
@@ -558,9 +552,13 @@ def parse_args(argv=None):
                         help="updates run by one dispatch of the compiled step (lax.scan; the same updates bit for "
                              "bit); 0: 1 on the CPU, else the largest divisor of the log window up to 32")
     parser.add_argument("--measure", type=int, default=0, metavar="STEPS",
-                        help="train nothing: time this many updates of the arm's config on its initial state and "
+                        help="train nothing: time this many updates of the model's config on its initial state and "
                              "write <out>/throughput.json")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    missing = [f"--{name}" for name in ("export", "model") if getattr(args, name) is None]
+    if missing:
+        parser.error(f"the following arguments are required: {', '.join(missing)}")
+    return args
 
 
 @exit_on_input_error
@@ -573,17 +571,17 @@ def main(argv=None):
 
     if keras.backend.backend() != "jax":
         sys.exit(f"run with KERAS_BACKEND=jax (got {keras.backend.backend()})")
-    use_compile_cache(args.study / COMPILE_CACHE)
+    use_compile_cache(args.export / COMPILE_CACHE)
     if args.measure:
         return write_throughput(Run(args), args.measure)
     return Run(args).run(started)
 
 
 def write_throughput(run, steps):
-    """--measure: the update's steps/s alone on the device at the arm's config, into <out>/throughput.json."""
+    """--measure: the update's steps/s alone on the device at the model's config, into <out>/throughput.json."""
     rate, compile_seconds = run.measure(steps)
     config = run.config
-    record = {"arm": run.args.arm, "model_size": config.model_size, "train_batch_size": config.train_batch_size,
+    record = {"model": run.args.model, "model_size": config.model_size, "train_batch_size": config.train_batch_size,
               "max_seq_length": config.max_seq_length, "mixed_precision": config.mixed_precision,
               "steps_per_second": round(rate, 3), "compile_seconds": round(compile_seconds, 1), "timed_steps": steps,
               "device": f"{run.device.platform} {run.device.device_kind}"}

@@ -20,7 +20,7 @@ lines printed say what ran, what failed, what came back and the commands that im
 
 --also-mlm trains the MLM baseline beside it (the same encoder, masked-LM objective, BERT's way) at the same
 pretraining FLOPs (configs/flops.py), in a second child at the same time: the two size together, as
-training_jax.fit sizes arms that share a device; it is fine-tuned with the others, and its weights and
+training_jax.fit sizes models that share a device; it is fine-tuned with the others, and its weights and
 metrics come back in mlm/.
 
 --init-from continues a model from an earlier run's returned weights (its shards, or an .npz): every
@@ -38,9 +38,9 @@ import threading
 import time
 
 from common.errors import InputError, exit_on_input_error
+from training_jax.export_file import read_export_file, write_export_file
 
 RESULTS_FILE, RUN_FILE, METRICS_FILE = "results.json", "run.json", "metrics.jsonl"
-STUDY_FILE = "study.json"
 EXPORTED_FILES = ("train.npz", "eval.npz", "train.npz.xz", "eval.npz.xz")  # old exports: .npz; newer: .npz.xz
 COLLECT_SECONDS = 15.0  # writing what comes back and the summary
 CONTINUED_WARMUP_FRACTION = 0.01  # fresh moments after --init-from: the original's warmup share (10k of 1M)
@@ -69,57 +69,54 @@ def log(message):
 
 # ---------------------------------------------------------------- the export and the work folder
 def read_export(export):
-    """(study.json's content, its one model name); InputError naming the fix."""
-    path = pathlib.Path(export) / STUDY_FILE
-    if not path.is_file():
-        raise InputError(f"{path}: missing; pass the folder python -m training_jax.export wrote (carried in this "
-                         "call: nothing stays on the machine from an earlier call)")
-    study = json.loads(path.read_text())
-    if len(study["arms"]) != 1 or "fit" not in study:
-        raise InputError(f"{path}: not a one-model export with a \"fit\" block; export it again with "
+    """(export.json's content, its one model name); InputError naming the fix."""
+    plan = read_export_file(export, "pass the folder python -m training_jax.export wrote (carried in this "
+                                    "call: nothing stays on the machine from an earlier call)")
+    if len(plan["models"]) != 1 or "fit" not in plan:
+        raise InputError(f"{export}: not a one-model export with a \"fit\" block; export it again with "
                          "python -m training_jax.export")
-    return study, next(iter(study["arms"]))
+    return plan, next(iter(plan["models"]))
 
 
-def add_mlm_baseline(folder, study, arm):
-    """config_mlm.json (the export's config with the masked-LM objective) and its entry in `study`: trained
-    beside `arm`, sized with it at equal pretraining FLOPs (steps_per_unit: MLM steps per step of `arm`)."""
+def add_mlm_baseline(folder, plan, model):
+    """config_mlm.json (the export's config with the masked-LM objective) and its entry in `plan`: trained
+    beside `model`, sized with it at equal pretraining FLOPs (steps_per_unit: MLM steps per step of `model`)."""
     from configs import flops
     from configs.pretraining_config import PretrainingConfig
     from training_jax import fit
 
-    config = PretrainingConfig.load(folder / study["arms"][arm]["config_file"])
+    config = PretrainingConfig.load(folder / plan["models"][model]["config_file"])
     masked_lm = PretrainingConfig.create({**config.to_dict(), "electra_objective": False})
     ratio = flops.steps_at_equal_flops(config, masked_lm)
-    block = study["fit"]
-    steps = fit.arm_steps(config.num_train_steps, ratio, block["budgets"])
+    block = plan["fit"]
+    steps = fit.model_steps(config.num_train_steps, ratio, block["budgets"])
     fields = fit.sized_fields(steps, block["budgets"], block["warmup_fraction"], block["evals"])
     mlm = PretrainingConfig.create({**config.to_dict(), **fields["config"], "electra_objective": False})
     mlm.save(folder / f"config_{MLM}.json")
-    study["arms"][MLM] = {"config_file": f"config_{MLM}.json", "num_train_steps": steps,
-                          "checkpoint_steps": fields["checkpoint_steps"]}
-    study["eval_every"][MLM] = fields["eval_every"]
-    block["arms"] = [arm, MLM]
-    block["steps_per_unit"] = {arm: 1.0, MLM: ratio}
-    log(f"MLM baseline: {ratio:.4f} of its steps per step of {arm} (equal training FLOPs, configs/flops.py)")
+    plan["models"][MLM] = {"config_file": f"config_{MLM}.json", "num_train_steps": steps,
+                           "checkpoint_steps": fields["checkpoint_steps"]}
+    plan["eval_every"][MLM] = fields["eval_every"]
+    block["models"] = [model, MLM]
+    block["steps_per_unit"] = {model: 1.0, MLM: ratio}
+    log(f"MLM baseline: {ratio:.4f} of its steps per step of {model} (equal training FLOPs, configs/flops.py)")
 
 
-def prepare_work(export, work, study, continued, also_mlm=False):
-    """<work>/export: the export's arrays and config linked, its study.json copied (with a short warmup when
+def prepare_work(export, work, plan, continued, also_mlm=False):
+    """<work>/export: the export's arrays and config linked, its export.json copied (with a short warmup when
     the run continues earlier weights; with the MLM baseline's config and entry under --also-mlm), so that
     sizing, states and caches stay out of the carried folder."""
     export, folder = pathlib.Path(export).resolve(), pathlib.Path(work) / "export"
     folder.mkdir(parents=True, exist_ok=True)
-    names = list(EXPORTED_FILES) + [entry["config_file"] for entry in study["arms"].values()]
+    names = list(EXPORTED_FILES) + [entry["config_file"] for entry in plan["models"].values()]
     for name in names:
         if (export / name).is_file() and not (folder / name).exists():
             (folder / name).symlink_to(export / name)
-    study = json.loads(json.dumps(study))
+    plan = json.loads(json.dumps(plan))
     if continued:
-        study["fit"]["warmup_fraction"] = CONTINUED_WARMUP_FRACTION
+        plan["fit"]["warmup_fraction"] = CONTINUED_WARMUP_FRACTION
     if also_mlm:
-        add_mlm_baseline(folder, study, next(iter(study["arms"])))
-    (folder / STUDY_FILE).write_text(json.dumps(study, indent=1))
+        add_mlm_baseline(folder, plan, next(iter(plan["models"])))
+    write_export_file(folder, plan)
     return folder
 
 
@@ -180,26 +177,26 @@ def newest_weights(folder):
     return max(found) if found else (0, None)
 
 
-def pretrain(study_dir, arms, work, minutes, init_from, deadline, measure_steps):
-    """The pretraining children, one per model in `arms` (the first continued from `init_from`), at the same
-    time, each sized to end `minutes` after its start; {arm: (Child, step, weights path)}."""
+def pretrain(export_dir, models, work, minutes, init_from, deadline, measure_steps):
+    """The pretraining children, one per model in `models` (the first continued from `init_from`), at the same
+    time, each sized to end `minutes` after its start; {model: (Child, step, weights path)}."""
     children = {}
-    for index, arm in enumerate(arms):
+    for index, model in enumerate(models):
         command = module("training_jax.pretrain") + [
-            "--study", study_dir, "--arm", arm, "--out", work / "pretraining" / arm, "--state-dir",
-            work / "state" / arm, "--fit-minutes", f"{minutes:.3f}", "--measure-steps", str(measure_steps),
+            "--export", export_dir, "--model", model, "--out", work / "pretraining" / model, "--state-dir",
+            work / "state" / model, "--fit-minutes", f"{minutes:.3f}", "--measure-steps", str(measure_steps),
             "--save-every-minutes", "1000"]
         if init_from and index == 0:
             command += ["--init-from", *init_from]
-        shared = {"XLA_PYTHON_CLIENT_MEM_FRACTION": SHARED_DEVICE_MEMORY} if len(arms) > 1 else {}
-        children[arm] = Child("pretraining" + (f" ({arm})" if index else ""), command, deadline, shared,
-                              f"[{arm}] " if len(arms) > 1 else "")
+        shared = {"XLA_PYTHON_CLIENT_MEM_FRACTION": SHARED_DEVICE_MEMORY} if len(models) > 1 else {}
+        children[model] = Child("pretraining" + (f" ({model})" if index else ""), command, deadline, shared,
+                                f"[{model}] " if len(models) > 1 else "")
     threads = [threading.Thread(target=child.run) for child in children.values()]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
-    return {arm: (child, *newest_weights(work / "pretraining" / arm)) for arm, child in children.items()}
+    return {model: (child, *newest_weights(work / "pretraining" / model)) for model, child in children.items()}
 
 
 # ---------------------------------------------------------------- fine-tuning
@@ -281,15 +278,15 @@ def pretraining_flops(config_path, steps):
     return per_step, per_step * steps
 
 
-def run_record(args, arm, trained, config_path, finetuning):
+def run_record(args, model, trained, config_path, finetuning):
     """run.json: what trained (the config as sized), where, how long, and the runs before it; the MLM
     baseline's own entry under "mlm" (its config, steps, FLOPs, weights) when it ran."""
-    pretraining, step, weights = trained[arm]
+    pretraining, step, weights = trained[model]
     config = read_config(config_path)
     before = earlier_run(args.init_from)
     steps_before = before.get("total_steps", 0)
     per_step, flops = pretraining_flops(config_path, step)
-    record = {"model": arm, "config": config, "steps": step, "steps_before": steps_before,
+    record = {"model": model, "config": config, "steps": step, "steps_before": steps_before,
               "total_steps": steps_before + step,
               "tokens": step * config["train_batch_size"] * config["max_seq_length"] if config else None,
               "flops_per_step": per_step, "flops": flops,
@@ -420,7 +417,7 @@ def main(argv=None):
     started = time.monotonic()
     args = parse_args(argv)
     args.started = started
-    study, arm = read_export(args.export)
+    plan, model = read_export(args.export)
     for path in args.init_from or []:
         if not path.is_file():
             raise InputError(f"--init-from {path}: no such file; carry the weights an earlier run returned")
@@ -435,18 +432,18 @@ def main(argv=None):
     work = args.work_dir
     for folder in ("state", "pretraining", "finetuning", "export"):  # nothing from an earlier run in this folder
         shutil.rmtree(work / folder, ignore_errors=True)
-    study_dir = prepare_work(args.export, work, study, bool(args.init_from), args.also_mlm)
+    export_dir = prepare_work(args.export, work, plan, bool(args.init_from), args.also_mlm)
     # Stopped only if it overruns its own hard limit (training_jax.fit.RESERVE_SECONDS after its minutes).
-    trained = pretrain(study_dir, [arm] + ([MLM] if args.also_mlm else []), work, pretrain_minutes, args.init_from,
-                       deadline - finetune_seconds + 25, args.measure_steps)
-    sized = study_dir / f"config_{arm}_sized.json"
-    config_path = sized if sized.is_file() else study_dir / study["arms"][arm]["config_file"]
+    trained = pretrain(export_dir, [model] + ([MLM] if args.also_mlm else []), work, pretrain_minutes,
+                       args.init_from, deadline - finetune_seconds + 25, args.measure_steps)
+    sized = export_dir / f"config_{model}_sized.json"
+    config_path = sized if sized.is_file() else export_dir / plan["models"][model]["config_file"]
     children = []
     if args.tasks_dir:
-        weights = {"pretrained": trained[arm][2], MLM: trained.get(MLM, (None, 0, None))[2]}
+        weights = {"pretrained": trained[model][2], MLM: trained.get(MLM, (None, 0, None))[2]}
         children = finetune(args.tasks_dir, config_path, weights, work, args.seeds, args.finetune_hparams, deadline)
     results = read_results(work)
-    record = run_record(args, arm, trained, config_path, children)
+    record = run_record(args, model, trained, config_path, children)
     files = write_back(args.out, work, record, trained, results)
     summary(args, record, files, results)
     return record

@@ -5,10 +5,10 @@ of held-out sentences scored on the accelerator from token ids, so that it needs
 
 Here (TensorFlow):
   export   the resolved config, the examples as arrays (the last eval batches held out), the held-out
-           sentences and their corrupted copies as token ids, study.json; prints the commands
+           sentences and their corrupted copies as token ids, export.json; prints the commands
 There (JAX only; every command resumes, so each may be cut off and run again):
   size     the steps that fit the minutes at the measured speed (the config rewritten, as the study does)
-  pretrain python3 -m training_jax.pretrain --arm electric, in pieces under a time limit
+  pretrain python3 -m training_jax.pretrain --model electric, in pieces under a time limit
   score    the ranking at every checkpoint saved so far, with inference.score's energy computation
   collect  the ranking, the metrics, the config and the newest weights (float16, in shards) into $OUT
 Here again:
@@ -33,7 +33,7 @@ from common.errors import InputError
 from training_jax import weights as jax_weights
 from training_jax.export import read_examples, save_examples
 
-ARM = "electric"  # the one arm of study.json, training_jax.pretrain's --arm
+ARM = "electric"  # the one arm of the export (export.json's one model, training_jax.pretrain's --model)
 EXPORTER = "python -m studies.electric.ranking --device-export"
 CONFIG_FILE = f"config_{ARM}.json"
 SIZED_CONFIG_FILE = f"config_{ARM}_sized.json"
@@ -48,7 +48,7 @@ DEFAULT_MINUTES = 18.0  # three pieces in three calls of a 30-minute device budg
 def export_for_device(args, data_dir, out_dir, shown_as=None):
     """What the accelerator needs, into out_dir: the config as run_pretraining.py resolves it, the
     examples as arrays (the last eval_batch_size × num_eval_steps held out for evaluation), the held-out
-    sentences with their copies as token ids, and study.json (last)."""
+    sentences with their copies as token ids, and export.json (last)."""
     from data.tokenization import file_sha256
     from configs.resolve import resolve_run
     from training_jax import pretrain as pretrain_jax
@@ -71,8 +71,8 @@ def export_for_device(args, data_dir, out_dir, shown_as=None):
     count = export_sentences(args, config, vocab_file, out_dir / SENTENCES_FILE)
     steps = config.num_train_steps
     study = {"log_every": study_device.DEVICE_LOG_EVERY, "eval_every": {ARM: eval_every(steps)},
-             "arms": {ARM: {"config_file": CONFIG_FILE, "num_train_steps": steps,
-                            "checkpoint_steps": checkpoint_steps(steps, args.device_checkpoints)}},
+             "models": {ARM: {"config_file": CONFIG_FILE, "num_train_steps": steps,
+                              "checkpoint_steps": checkpoint_steps(steps, args.device_checkpoints)}},
              "checkpoints": args.device_checkpoints, "eval_examples": eval_count, "sentences": count,
              "vocab_sha256": file_sha256(vocab_file)}
     study_device.write_study(out_dir, study)
@@ -138,7 +138,7 @@ def device_commands(export, minutes):
         (f"size (about 3 min: a compile and 30 timed steps): the steps that fit {minutes:g} minutes",
          f"{jax_env} python3 -m studies.electric.ranking --device-size {export} --minutes {minutes:g}"),
         (f"pretrain ({piece:g} min a piece; run it about {pieces:g} times, until it says done)",
-         f"mkdir -p {runs} && {jax_env} python3 -m training_jax.pretrain --study {export} --arm {ARM} "
+         f"mkdir -p {runs} && {jax_env} python3 -m training_jax.pretrain --export {export} --model {ARM} "
          f"--out {runs}/{ARM} --time-limit-minutes {piece:g} >> {runs}/{ARM}.log 2>&1; tail -n 3 {runs}/{ARM}.log"),
         ("score every checkpoint saved so far (new ones only; under a minute each)",
          f"{jax_env} python3 -m studies.electric.ranking --device-score {export}"),
@@ -164,14 +164,14 @@ def on_the_accelerator(args):
 def size_on_device(study_dir, minutes, measure_steps=30):
     """Measures the exported config's steps/s and compile seconds, and sets the steps (a multiple of the
     checkpoint count) that fit `minutes` with a compile per piece and 5% for evaluations; the warmup and
-    checkpoints follow. Writes config_electric_sized.json (the exported one kept) and study.json."""
+    checkpoints follow. Writes config_electric_sized.json (the exported one kept) and export.json."""
     from configs.pretraining_config import PretrainingConfig
     from training_jax.pretrain import measure
 
     study_dir = pathlib.Path(study_dir)
     study = study_device.read_study(study_dir, EXPORTER)
     study_device.refuse_resizing(study_dir)
-    entry = study["arms"][ARM]
+    entry = study["models"][ARM]
     exported = entry.get("exported_config_file", entry["config_file"])
     rate, compile_seconds = measure(study_dir, exported, ARM, measure_steps)
     config = PretrainingConfig.load(study_dir / exported)
@@ -185,16 +185,16 @@ def size_on_device(study_dir, minutes, measure_steps=30):
     config = dataclasses.replace(config, num_train_steps=steps, num_warmup_steps=warmup_steps(steps),
                                  save_checkpoints_steps=steps // count)
     config.save(study_dir / SIZED_CONFIG_FILE)
-    study["arms"][ARM] = {"config_file": SIZED_CONFIG_FILE, "num_train_steps": steps,
-                          "checkpoint_steps": checkpoint_steps(steps, count), "exported_config_file": exported,
-                          "measured_steps_per_second": round(rate, 3),
-                          "measured_compile_seconds": round(compile_seconds, 1)}
+    study["models"][ARM] = {"config_file": SIZED_CONFIG_FILE, "num_train_steps": steps,
+                            "checkpoint_steps": checkpoint_steps(steps, count), "exported_config_file": exported,
+                            "measured_steps_per_second": round(rate, 3),
+                            "measured_compile_seconds": round(compile_seconds, 1)}
     study["eval_every"][ARM] = eval_every(steps)
     study["sized_for_minutes"] = minutes
     study_device.write_study(study_dir, study)
     tokens = steps * config.train_batch_size * config.max_seq_length
     log(f"sized: {steps} steps of batch {config.train_batch_size} ({tokens / 1e6:.0f}M tokens), checkpoints "
-        f"{study['arms'][ARM]['checkpoint_steps']}; expected "
+        f"{study['models'][ARM]['checkpoint_steps']}; expected "
         f"{(steps * 1.05 / rate + pieces * compile_seconds) / 60:.1f} min in {pieces:g} piece(s)")
     return steps
 
@@ -211,7 +211,7 @@ def score_on_device(study_dir):
     jax.config.update("jax_default_matmul_precision", "highest")
     study_dir = pathlib.Path(study_dir)
     study = study_device.read_study(study_dir, EXPORTER)
-    entry = study["arms"][ARM]
+    entry = study["models"][ARM]
     config = PretrainingConfig.load(study_dir / entry["config_file"])
     groups, kept = read_sentences(study_dir / SENTENCES_FILE)
     id_lists = [ids for group in GROUPS for ids in groups[group]]
@@ -260,7 +260,7 @@ def collect_from_device(study_dir, out):
 
     study_dir, out = pathlib.Path(study_dir), pathlib.Path(out)
     study = study_device.read_study(study_dir, EXPORTER)
-    entry = study["arms"][ARM]
+    entry = study["models"][ARM]
     missing = [name for name in (METRICS_FILE, RANKING_FILE)
                if not study_device.copy_run_file(study_dir, out, ARM, name)]
     (out / ARM).mkdir(parents=True, exist_ok=True)

@@ -226,13 +226,14 @@ def device_sized_steps(results_dir):
     """(sized ELECTRA steps, planned ones, the file that says so) of what came back: the collect's plan.json
     (its sized entry), else the ELECTRA run's record; (None, None, None) when neither is there."""
     from checkpoints import run_record
+    from training_jax.export_file import from_old_format
     from training_jax.pretrain import METRICS_FILE
 
     path = pathlib.Path(results_dir) / run_record.PLAN_FILE
     if path.is_file():
         record = json.loads(path.read_text())
         sized = (record["arms"]["electra"].get("sized") or {}).get("num_train_steps")
-        return sized, record["study"]["arms"]["electra"]["num_train_steps"], path
+        return sized, from_old_format(record["study"])["models"]["electra"]["num_train_steps"], path
     metrics = pathlib.Path(results_dir) / "electra" / METRICS_FILE
     run = run_record.read_run(metrics)[1] if metrics.is_file() else None
     if run is None:

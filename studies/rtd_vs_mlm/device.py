@@ -80,7 +80,7 @@ def arm_entry(plan, arm, config, config_file):
 def export_for_device(plan, out_dir, finetune_tasks=True, minutes=None, shown_as=None, wheels_dir=None,
                       wheels=True):
     """What the accelerator needs: each arm's resolved config, the training and held-out examples as
-    compact arrays, the fine-tuning tasks as arrays, and the study's plan (study.json, last). The printed
+    compact arrays, the fine-tuning tasks as arrays, and the study's plan (the product's export.json, last). The printed
     commands name the folder `shown_as` (as the user gave it: relative to the repository's root, it is the
     same path in the accelerator's copy of the repository)."""
     from training_jax import export as jax_export
@@ -92,8 +92,8 @@ def export_for_device(plan, out_dir, finetune_tasks=True, minutes=None, shown_as
     extra = {"plan": plan_record(plan), "call_minutes": list(minutes or CALL_MINUTES), "fit": fit_record(plan)}
     if finetune_tasks:
         extra["finetune_updates"] = export_finetune_tasks(plan, config, out_dir / FINETUNE_DIR)
-    study = jax_export.write_study(out_dir, {arm: (arm_config, plan.checkpoint_steps(arm))
-                                             for arm, (arm_config, _, _) in resolved.items()}, eval_count, extra)
+    study = jax_export.write_export(out_dir, {arm: (arm_config, plan.checkpoint_steps(arm))
+                                              for arm, (arm_config, _, _) in resolved.items()}, eval_count, extra)
     log(f"wrote {out_dir}")
     if wheels:
         fetch_wheels(wheels_dir or REPO / WHEELS_DIR)
@@ -101,10 +101,10 @@ def export_for_device(plan, out_dir, finetune_tasks=True, minutes=None, shown_as
 
 
 def fit_record(plan):
-    """study.json's "fit" block: how training_jax.pretrain --fit-minutes sizes both arms together (ELECTRA
+    """export.json's "fit" block: how training_jax.pretrain --fit-minutes sizes both arms together (ELECTRA
     the unit, MLM at equal FLOPs: bench/flops.py, the ratio Plan.steps uses) by the plan's own rules, at most
     the plan's ELECTRA steps (the GPU plan exports 1,000,000, ELECTRA-Small's; a test a few)."""
-    return {"arms": list(ARMS), "steps_per_unit": {arm: plan.steps_per_electra_step(arm) for arm in ARMS},
+    return {"models": list(ARMS), "steps_per_unit": {arm: plan.steps_per_electra_step(arm) for arm in ARMS},
             "budgets": plan.budgets, "warmup_fraction": WARMUP_FRACTION, "evals": EVALS_PER_RUN,
             "max_units": plan.electra_steps}
 
@@ -168,7 +168,7 @@ def device_commands(study_dir, study):
     first, second = study.get("call_minutes", CALL_MINUTES)
     runs, collect = f"$S/{RUNS}", "python3 -m studies.rtd_vs_mlm --device-collect $S --out $OUT --part"
     pretrain = (f"{PRELUDE} S={study_dir}; mkdir -p {runs}; for arm in {' '.join(ARMS)}; do "
-                f"XLA_PYTHON_CLIENT_MEM_FRACTION=.45 python3 -m training_jax.pretrain --study $S --arm $arm "
+                f"XLA_PYTHON_CLIENT_MEM_FRACTION=.45 python3 -m training_jax.pretrain --export $S --model $arm "
                 f"--out {runs}/$arm --fit-minutes {first - PRETRAIN_RESERVE_MINUTES:g} > {runs}/$arm.log 2>&1 & "
                 f"done; wait; {collect} pretraining")
     finetune = (f"{PRELUDE} S={study_dir}; python3 -m studies.rtd_vs_mlm --device-finetune $S --minutes "
@@ -184,26 +184,24 @@ def device_commands(study_dir, study):
 
 # ---------------------------------------------------------------- there: size, fine-tune, collect
 def read_study(study_dir, exporter="python -m studies.rtd_vs_mlm --device-export"):
-    """study.json of an export folder; InputError naming the command that writes it when it is missing."""
-    from training_jax.pretrain import STUDY_FILE
+    """The plan of an export folder (the product's export.json, or an older export's study.json), its arms
+    under "models"; InputError naming the command that writes it when it is missing."""
+    from training_jax.export_file import read_export_file
 
-    path = pathlib.Path(study_dir) / STUDY_FILE
-    if not path.is_file():
-        raise InputError(f"{path}: missing; export the study first ({exporter})")
-    return json.loads(path.read_text())
+    return read_export_file(study_dir, f"export the study first ({exporter})")
 
 
 def write_study(study_dir, study):
-    from training_jax.pretrain import STUDY_FILE
+    from training_jax.export_file import write_export_file
 
-    atomic.write_json(pathlib.Path(study_dir) / STUDY_FILE, study, sort_keys=False)
+    write_export_file(study_dir, study)
 
 
 def size_on_device(study_dir, minutes, measure_steps=30):
     """Measures both arms (steps/s and compile seconds of the exported configs) and sets the ELECTRA steps
     so that both arms, run one after the other, finish within `minutes` including one compile per piece:
     a bound that running them at once only improves. Rewrites the arms' configs (config_<arm>_sized.json,
-    the exported ones kept) and study.json; prints the --electra-steps the import here must be given."""
+    the exported ones kept) and export.json; prints the --electra-steps the import here must be given."""
     from configs.pretraining_config import PretrainingConfig
     from training_jax.pretrain import measure
 
@@ -211,7 +209,7 @@ def size_on_device(study_dir, minutes, measure_steps=30):
     study = read_study(study_dir)
     refuse_resizing(study_dir)
     plan = plan_from_record(study["plan"], study_dir)
-    exported = {arm: study["arms"][arm].get("exported_config_file", study["arms"][arm]["config_file"])
+    exported = {arm: study["models"][arm].get("exported_config_file", study["models"][arm]["config_file"])
                 for arm in ARMS}
     configs = {arm: PretrainingConfig.load(study_dir / exported[arm]) for arm in ARMS}
     measured = {arm: measure(study_dir, exported[arm], arm, measure_steps) for arm in ARMS}
@@ -228,10 +226,10 @@ def size_on_device(study_dir, minutes, measure_steps=30):
         step_fields["extra_checkpoint_steps"] = tuple(step_fields["extra_checkpoint_steps"])
         config = dataclasses.replace(config, **step_fields)
         config.save(study_dir / f"config_{arm}_sized.json")
-        study["arms"][arm] = {**arm_entry(sized, arm, config, f"config_{arm}_sized.json"),
-                              "exported_config_file": exported[arm],
-                              "measured_steps_per_second": round(measured[arm][0], 3),
-                              "measured_compile_seconds": round(measured[arm][1], 1)}
+        study["models"][arm] = {**arm_entry(sized, arm, config, f"config_{arm}_sized.json"),
+                                "exported_config_file": exported[arm],
+                                "measured_steps_per_second": round(measured[arm][0], 3),
+                                "measured_compile_seconds": round(measured[arm][1], 1)}
         study["eval_every"][arm] = max(1, config.num_train_steps // EVALS_PER_RUN)
     study["plan"] = plan_record(sized)
     study["sized_for_minutes"] = minutes
@@ -272,7 +270,7 @@ def steps_that_fit(plan, measured, minutes):
 
 def last_step(study_dir, study, arm):
     """The arm's last checkpoint step as it trains (sized on the accelerator, or as exported)."""
-    return fit.arm_entry(study_dir, study, arm)["checkpoint_steps"][-1]
+    return fit.model_entry(study_dir, study, arm)["checkpoint_steps"][-1]
 
 
 def weights_files(study_dir, arm, step):
@@ -350,7 +348,7 @@ def run_jobs(study_dir, study, pending, seeds, deadline, parallel):
     env = dict(os.environ, KERAS_BACKEND="jax", XLA_PYTHON_CLIENT_MEM_FRACTION=f"{0.9 / parallel:.2f}",
                JAX_COMPILATION_CACHE_DIR=str(study_dir / RUNS / "jax_cache"))
     hparams = finetune_hparams(study["plan"]["finetune_max_steps"])
-    config_file = study_dir / fit.arm_entry(study_dir, study, "electra")["config_file"]
+    config_file = study_dir / fit.model_entry(study_dir, study, "electra")["config_file"]
     while pending or running:
         for entry in list(running):
             process, (model, _, task), began, log_file = entry
@@ -389,7 +387,7 @@ def measure_throughput(study_dir, study, deadline, steps=30):
     """The ELECTRA arm's update alone on the device (steps/s at its config: electra_small at batch 128 in the
     GPU plan), as <export>/runs/throughput.json; stopped at the deadline."""
     out = study_dir / RUNS / "throughput"
-    command = [sys.executable, "-m", "training_jax.pretrain", "--study", str(study_dir), "--arm", "electra",
+    command = [sys.executable, "-m", "training_jax.pretrain", "--export", str(study_dir), "--model", "electra",
                "--out", str(out), "--measure", str(steps)]
     log(f"throughput: {steps} updates of the ELECTRA arm's config alone on the device")
     try:

@@ -55,10 +55,10 @@ class Plan:
 
     def steps(self, arm):
         """ELECTRA's steps as given; MLM's scaled to the same FLOPs, a multiple of the budget count (the rule
-        a run sized on the accelerator follows too: training_jax.fit.arm_steps)."""
+        a run sized on the accelerator follows too: training_jax.fit.model_steps)."""
         if arm == "electra":
             return self.electra_steps
-        return fit.arm_steps(self.electra_steps, self.steps_per_electra_step(arm), self.budgets)
+        return fit.model_steps(self.electra_steps, self.steps_per_electra_step(arm), self.budgets)
 
     def checkpoint_steps(self, arm):
         """The budgets' checkpoints, ascending: the evenly spaced ones and the extra ones. Entry k of both
