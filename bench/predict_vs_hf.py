@@ -4,6 +4,7 @@ side in one run.
     ELECTRA_SHARED_DATA=../shared/data python -m bench.predict_vs_hf [--work-dir runs/bench_predict]
         [--hf-batch-sizes 1,8,32,64,128] [--batch-size 64] [--train-steps 30] [--repeats 3] [--threads 2]
         [--skip predict] [--train-settings bucketed,random,random-inline,hf,hf-grouped] [--onnx-int8]
+        [--onnx-compare FOLDER]
 
 Prepared once in --work-dir (reused by later runs): a randomly initialised electra_small model folder with
 BERT's uncased vocabulary (speed does not depend on the weights), fine-tuned a few steps on SST-2 by
@@ -19,7 +20,8 @@ ours on [CLS], about 0.1% of the model's multiply-adds at these lengths).
    the first 64 sentences (compilation and first-call costs not timed). ONNX Runtime: the same command on
    the ONNX export folder (the same featurisation and batches, model.onnx's forward pass, float32);
    --onnx-int8 adds the export with model.onnx quantised by onnxruntime.quantization.quantize_dynamic
-   (int8 weights of the matrix multiplies), and prints its SST-2 dev accuracy beside float32's.
+   (int8 weights of the matrix multiplies), and prints its SST-2 dev accuracy beside float32's;
+   --onnx-compare FOLDER adds another export folder of the same model (e.g. an older exporter's graph).
 2. Fine-tuning updates per second on SST-2's training set, batch 32: ours (the fine-tuning model, optimizer
    and compiled step of run_finetuning.py) with length_bucketing (dynamic padding; pools of 50 batches
    sorted by length, the fast option) and with bucket_pool_batches 1 (random batches, each padded to its
@@ -327,6 +329,9 @@ def main(argv=None):
     parser.add_argument("--onnx-int8", action="store_true",
                         help="also ONNX Runtime on an int8 dynamically quantised copy of the export (its accuracy "
                              "change printed)")
+    parser.add_argument("--onnx-compare", metavar="FOLDER",
+                        help="also ONNX Runtime on another ONNX export folder of the same model (an older "
+                             "exporter's, say), timed in the same alternation")
     parser.add_argument("--train-settings", default="bucketed,random,hf,hf-grouped",
                         help=f"comma-separated fine-tuning settings to measure, of: {', '.join(TRAIN_SETTINGS)}")
     parser.add_argument("--worker", choices=sorted(WORKERS), help=argparse.SUPPRESS)
@@ -375,6 +380,9 @@ def our_runs(args):
                      {"model_dir": args.onnx})}
     if args.onnx_int8_dir:
         runs["onnx-int8"] = ("ONNX Runtime, int8 dynamic quantisation of the export", {"model_dir": args.onnx_int8_dir})
+    if args.onnx_compare:
+        runs["onnx-compare"] = (f"ONNX Runtime, the same command on {args.onnx_compare}",
+                                {"model_dir": str(pathlib.Path(args.onnx_compare).resolve())})
     return runs
 
 
@@ -414,6 +422,9 @@ def predictions(args):
     print(f"  onnx / ours (TensorFlow): {medians['onnx'] / medians['ours']:.2f}x")
     same = sum(a == b for a, b in zip(labels["ours"], labels["onnx"]))
     print(f"  labels: ONNX Runtime float32 equals TensorFlow on {same} of {len(labels['ours'])} sentences")
+    if "onnx-compare" in runs:
+        same = sum(a == b for a, b in zip(labels["onnx"], labels["onnx-compare"]))
+        print(f"  onnx / onnx-compare: {medians['onnx'] / medians['onnx-compare']:.2f}x; labels equal on {same}")
     if "onnx-int8" in runs:
         accuracy = {key: dev_accuracy(args.shared, labels[key]) for key in ("onnx", "onnx-int8")}
         agree = sum(a == b for a, b in zip(labels["onnx"], labels["onnx-int8"]))

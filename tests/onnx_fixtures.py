@@ -27,9 +27,9 @@ def write_vocab(path):
     return path
 
 
-def finetuned_folder(folder, vocab_file, kind, seed=2, task=None):
+def finetuned_folder(folder, vocab_file, kind, seed=2, task=None, embedding_size=16):
     """A fine-tuned folder of `kind` (TASKS' key; or of `task`, a registry name): a 2-layer, 32-wide
-    encoder, its head, random weights."""
+    encoder (embeddings `embedding_size` wide: 32 has no embeddings projection), its head, random weights."""
     from configs.model_config import ModelConfig
     from data.tokenization import load_tokenizer
     from finetune.model import make_head
@@ -40,7 +40,8 @@ def finetuned_folder(folder, vocab_file, kind, seed=2, task=None):
     task = get_task(task or TASKS[kind])
     vocab_size = load_tokenizer(vocab_file=vocab_file).vocab_size
     model_config = ModelConfig(vocab_size=vocab_size, hidden_size=32, num_layers=2, num_heads=2,
-                               intermediate_size=64, embedding_size=16, max_position_embeddings=64)
+                               intermediate_size=64, embedding_size=embedding_size,
+                               max_position_embeddings=64)
     encoder = build_encoder(model_config)
     config = types.SimpleNamespace(max_seq_length=MAX_SEQ_LENGTH, qa_hidden_size=16, beam_size=4, head_dropout=0.1)
     head = make_head(task, model_config.hidden_size, config, dtype=encoder.dtype_policy)

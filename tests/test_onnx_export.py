@@ -117,6 +117,27 @@ def test_config_names_the_labels(exported):
     assert config["problem_type"] == "regression" and config["num_labels"] == 1
 
 
+def test_the_graph_of_an_encoder_without_embeddings_projection(tmp_path):
+    """embedding_size = hidden_size (ELECTRA-Base and -Large): no projection node, the Keras outputs."""
+    import onnxruntime
+
+    from checkpoints import onnx_export, onnx_graph
+    from checkpoints.saved_model_ids import ids_function, load_exportable
+    from tests.onnx_fixtures import finetuned_folder, write_vocab
+
+    vocab = write_vocab(tmp_path / "vocab.txt")
+    model, info = load_exportable(finetuned_folder(tmp_path / "sst_model_1", vocab, "classification",
+                                                   embedding_size=32), "onnx")
+    assert model.encoder.embeddings_project is None
+    proto = onnx_graph.build(model, info)
+    session = onnxruntime.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    vocab_size = len(vocab.read_text().split())
+    difference = onnx_export.max_difference(ids_function(model, info), session,
+                                            onnx_export.check_inputs(info, vocab_size))
+    assert difference <= 1e-4
+    assert sum(node.op_type == "MatMul" for node in proto.graph.node) == 2 * 3 + 1  # no projection's
+
+
 # ------------------------------------------------------------------------------------------------ bad input
 
 
