@@ -1,9 +1,9 @@
 """The ONNX graph of a fine-tuned ELECTRA encoder and its classification, regression or tagging head, written
 directly from the weights with ONNX Runtime's fused transformer ops.
 
-Why not tf2onnx's graph: it held ~1,800 small nodes that ONNX Runtime's optimizer could not fuse (neither
-model_type "bert" nor "bert_tf" matched), and ran at 0.37x our TensorFlow path. An encoder is a short fixed
-graph; written here it is, a layer, one `Attention` and one `BiasGelu` (com.microsoft ops, what ONNX
+Why not tf2onnx's graph: it held ~1,800 small nodes (LayerNorm as GlobalAveragePool over transposes, GELU
+as Erfc pieces) that ONNX Runtime's optimizer could not fuse (neither model_type "bert" nor "bert_tf"
+matched). An encoder is a short fixed graph; written here it is, a layer, one `Attention` and one `BiasGelu` (com.microsoft ops, what ONNX
 Runtime's transformer optimizer itself fuses a BERT into), two MatMuls and two residual Adds +
 LayerNormalization. The file runs in ONNX Runtime (and Optimum, Triton's onnxruntime backend), not in
 other ONNX runtimes.
@@ -16,17 +16,17 @@ head's beam search stays with tf2onnx (checkpoints/onnx_export.py).
 """
 import numpy as np
 
+from checkpoints.saved_model_ids import INPUT_NAMES
+
 MS_DOMAIN = "com.microsoft"
 OPSET = 17
 IR_VERSION = 8  # opset 17's; onnx's newest IR is more than older ONNX Runtime releases read
 KINDS = ("classification", "regression", "tagging")
-INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
 
 
 def supports(model, info):
     """Whether this module writes the model's graph (else tf2onnx does)."""
-    encoder = model.encoder
-    return info.kind in KINDS and getattr(encoder, "causal", None) is None and hasattr(model, "head")
+    return info.kind in KINDS and hasattr(model, "head") and getattr(model.encoder, "causal", None) is None
 
 
 class _Graph:
