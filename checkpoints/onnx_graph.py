@@ -3,10 +3,10 @@ directly from the weights with ONNX Runtime's fused transformer ops.
 
 Why not tf2onnx's graph: it held ~1,800 small nodes (LayerNorm as GlobalAveragePool over transposes, GELU
 as Erfc pieces) that ONNX Runtime's optimizer could not fuse (neither model_type "bert" nor "bert_tf"
-matched). An encoder is a short fixed graph; written here it is, a layer, one `Attention` and one `BiasGelu` (com.microsoft ops, what ONNX
-Runtime's transformer optimizer itself fuses a BERT into), two MatMuls and two residual Adds +
-LayerNormalization. The file runs in ONNX Runtime (and Optimum, Triton's onnxruntime backend), not in
-other ONNX runtimes.
+matched). An encoder is a short fixed graph; written here it is, a layer, one `Attention` and one
+`BiasGelu` (com.microsoft ops, what ONNX Runtime's transformer optimizer itself fuses a BERT into), two
+MatMuls and two residual Adds + LayerNormalization. The file runs in ONNX Runtime (and Optimum, Triton's
+onnxruntime backend), not in other ONNX runtimes.
 
 Semantics are the Keras model's: word + position + token-type embeddings, LayerNormalization (opset 17),
 the optional embeddings projection; per layer self-attention over the real tokens (the int32 0/1
