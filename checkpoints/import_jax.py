@@ -2,7 +2,7 @@
 model folder, which run_finetuning.py, run_pretraining.py --init-checkpoint and checkpoints.export read.
 
     python -m checkpoints.import_jax --export jax_export --weights jax_runs/electra_small/weights-1000.npz \
-        --data-dir electra_data --model-name electra_small_jax [--arm electra_small]
+        --data-dir electra_data --model-name electra_small_jax [--model electra_small]
     # without the export: the config from the run's record, the vocabulary given
     python -m checkpoints.import_jax --metrics OUT/electra/metrics.jsonl --vocab-file vocab.txt \
         --weights OUT/electra/weights-11144.npz --data-dir electra_data --model-name electra_gpu
@@ -22,25 +22,25 @@ from checkpoints import run_record
 from common.errors import InputError, exit_on_input_error
 
 
-def read_export(export, arm=None, vocab_file=None):
-    """(arm, its config path, vocab path: vocab_file, else the export's) of an export folder; InputError naming
+def read_export(export, model=None, vocab_file=None):
+    """(model, its config path, vocab path: vocab_file, else the export's) of an export folder; InputError naming
     what is missing."""
     from training_jax.export import VOCAB_FILE
     from training_jax.export_file import export_path
 
-    arms = read_study(export)["models"]
-    if arm is None and len(arms) != 1:
-        raise InputError(f"{export}: holds the arms {', '.join(sorted(arms))}; say which with --arm")
-    arm = arm or next(iter(arms))
-    if arm not in arms:
-        raise InputError(f"--arm {arm}: {export_path(export)} has {', '.join(sorted(arms))}")
+    models = read_plan(export)["models"]
+    if model is None and len(models) != 1:
+        raise InputError(f"{export}: holds the models {', '.join(sorted(models))}; say which with --model")
+    model = model or next(iter(models))
+    if model not in models:
+        raise InputError(f"--model {model}: {export_path(export)} has {', '.join(sorted(models))}")
     vocab = vocab_file or pathlib.Path(export) / VOCAB_FILE
     if not vocab.is_file():
         raise InputError(f"{vocab}: missing; export again with python -m training_jax.export, or give --vocab-file")
-    return arm, pathlib.Path(export) / arms[arm]["config_file"], vocab
+    return model, pathlib.Path(export) / models[model]["config_file"], vocab
 
 
-def read_study(export):
+def read_plan(export):
     """The export's plan (export.json, or an older export's study.json), "models" keyed."""
     from training_jax.export_file import read_export_file
 
@@ -76,7 +76,7 @@ def trained_config(weights, metrics=None, exported=None, arm=None, sizing=None, 
         if note:
             say(f"{metrics}: {note}")
         if exported is not None:
-            note = run_record.check_config(config, exported, metrics, f"the export's {arm} arm", sizing)
+            note = run_record.check_config(config, exported, metrics, f"the export's model {arm}", sizing)
             if note:
                 say(note)
         return config
@@ -127,7 +127,8 @@ def parse_args(argv=None):
                         help="the run's metrics.jsonl (default: the one beside the weights, if there)")
     parser.add_argument("--vocab-file", type=pathlib.Path, default=None,
                         help="the run's vocabulary (default: the export's)")
-    parser.add_argument("--arm", default=None, help="the export's arm (needed when it holds several)")
+    parser.add_argument("--model", default=None, help="the export's model (needed when it holds several)")
+    parser.add_argument("--arm", dest="model", default=None, help=argparse.SUPPRESS)  # the older spelling
     parser.add_argument("--step", type=int, default=None, help="the checkpoint's step (default: from the name)")
     parser.add_argument("--model-name", required=True, help="the folder to write under <data-dir>/models/")
     parser.add_argument("--data-dir", type=pathlib.Path, default=None,
@@ -153,11 +154,11 @@ def main(argv=None):
         if args.metrics:
             raise InputError(f"--metrics {metrics}: no such file; copy the run's metrics.jsonl back")
         metrics = None
-    arm, exported, vocab, sizing = args.arm, None, args.vocab_file, None
+    arm, exported, vocab, sizing = args.model, None, args.vocab_file, None
     if args.export:
-        arm, config_path, vocab = read_export(args.export, args.arm, args.vocab_file)
+        arm, config_path, vocab = read_export(args.export, args.model, args.vocab_file)
         exported = PretrainingConfig.load(config_path).to_dict()
-        sizing = read_study(args.export).get("fit")
+        sizing = read_plan(args.export).get("fit")
     elif vocab is None:
         raise InputError("--vocab-file: needed without --export (the vocabulary the run was trained with)")
     step = weights_step(args.weights, args.step)

@@ -123,8 +123,8 @@ def assert_folder_holds(folder, results, step):
 
 
 def import_jax_args(plan, export, results, step, data_dir, name):
-    """checkpoints.import_jax's arguments for the study export's ELECTRA arm (the study reads the shared vocabulary)."""
-    return ["--export", str(export), "--arm", "electra", "--weights", str(results / "electra" / f"weights-{step}.npz"),
+    """checkpoints.import_jax's arguments for the study export's ELECTRA model (the study reads the shared vocabulary)."""
+    return ["--export", str(export), "--model", "electra", "--weights", str(results / "electra" / f"weights-{step}.npz"),
             "--vocab-file", str(plan.shared_data / "vocab" / "bert-base-uncased-vocab.txt"),
             "--data-dir", str(data_dir), "--model-name", name]
 
