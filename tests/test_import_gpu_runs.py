@@ -182,7 +182,7 @@ def test_an_older_run_record_imports_saying_so_and_another_config_is_refused(dev
     other = copy_results(outs["sized"], tmp_path / "other")
     rewrite_run_record(other, lambda run: {**run, "config": {**run["config"], "learning_rate": 0.1}})
     assert_one_line_exit_2(import_jax.main, import_jax_args(plan, export, other, SIZED, tmp_path / "data", "other"),
-                           capsys, "trained with another config than the export's electra arm", "learning_rate 0.1")
+                           capsys, "trained with another config than the export's model electra", "learning_rate 0.1")
     assert not (tmp_path / "data" / "models" / "other").exists()
     with pytest.raises(InputError, match="learning_rate 0.1, expected 0.0005.*export the study again"):
         device.import_device_run(fresh_study(plan, tmp_path / "study2"), "electra", other)
