@@ -64,7 +64,9 @@ def prepare(args):
     strategy = strategy_lib.select_strategy(args.tpu)
     check_batch(config, strategy.num_replicas_in_sync)
     warn_emulated_bf16(config.mixed_precision, strategy_lib.device_kind())
-    lock = folder_lock.acquire(config.model_dir, "pretraining")  # before the resume check reads the folder
+    # before the resume check reads the folder; the chief's alone: a multi-worker run's workers share its folder
+    lock = (folder_lock.acquire(config.model_dir, "pretraining") if strategy_lib.is_chief(strategy)
+            else folder_lock.shared())
     try:
         run = resume_or_start(args, resolved, strategy)
     except BaseException:

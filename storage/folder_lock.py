@@ -50,6 +50,12 @@ class FolderLock:
         self.release()
 
 
+def shared():
+    """A FolderLock that holds nothing: for a writer that shares the folder with the process holding its lock
+    (a multi-worker run's non-chief workers)."""
+    return FolderLock(None, None)
+
+
 def acquire(folder, what, name=None, fix="wait for it to finish or stop it, or choose another folder"):
     """Takes the lock of `folder` for this process, or raises InputError naming the process that holds it.
 
