@@ -1,14 +1,15 @@
 """--format onnx: a fine-tuned model folder → a folder ONNX Runtime, Triton and Hugging Face Optimum load.
 
-Written: model.onnx (checkpoints/saved_model_ids.py's graph: token ids in, the task's outputs out, any
-batch and length), the tokenizer as the ecosystem reads it (vocab.txt or the SentencePiece .model,
+Written: model.onnx (the function of checkpoints/saved_model_ids.py: token ids in, the task's outputs out,
+any batch and length), the tokenizer as the ecosystem reads it (vocab.txt or the SentencePiece .model,
 tokenizer.json, tokenizer_config.json and special_tokens_map.json, by checkpoints/hf.py's writer), the
 Hugging Face config.json (ELECTRA sizes, the task's architecture, id2label / label2id) and electra_onnx.json
 (what `python -m inference.predict` needs: task, kind, labels, casing, max_seq_length).
 
 Classification, regression and tagging models: checkpoints/onnx_graph.py writes the graph from the weights
-with ONNX Runtime's fused transformer ops (Attention, SkipLayerNormalization, BiasGelu), several times
-faster than a converted graph. Span QA models (the beam search of the head): tf2onnx, in-process on the
+with ONNX Runtime's fused transformer ops (Attention, BiasGelu): 146 nodes at electra_small instead of the
+converted graph's ~1,800, though hardly faster on a CPU, where the matmuls take the time (1.04x,
+docs/benchmarks.md). Span QA models (the beam search of the head): tf2onnx, in-process on the
 model's concrete function: Keras 3's own `model.export(format="onnx")` runs the same tf2onnx on the
 tensorflow backend (and adds nothing for our model), and the torch-based exporters would need the model
 in PyTorch. tf2onnx 1.17 has no handler for TensorFlow's Erfc, which exact GELU becomes; `_register_erfc`
