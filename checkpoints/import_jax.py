@@ -61,7 +61,7 @@ def config_from_dict(values, source):
     return loading.dataclass_from_dict(PretrainingConfig, values, str(source)).with_derived_values()
 
 
-def trained_config(weights, metrics=None, exported=None, arm=None, sizing=None, say=print):
+def trained_config(weights, metrics=None, exported=None, model=None, sizing=None, say=print):
     """The config the weights were trained with (a dict): the run record's in `metrics` (checked against
     `exported`, the export's config dict, when given; `sizing` the export's fit block), else the export's, as
     the collect's plan.json beside the weights sized it. One line is said for anything taken on trust."""
@@ -76,14 +76,14 @@ def trained_config(weights, metrics=None, exported=None, arm=None, sizing=None, 
         if note:
             say(f"{metrics}: {note}")
         if exported is not None:
-            note = run_record.check_config(config, exported, metrics, f"the export's model {arm}", sizing)
+            note = run_record.check_config(config, exported, metrics, f"the export's model {model}", sizing)
             if note:
                 say(note)
         return config
     if exported is None:
         raise InputError(f"--weights {weights}: no run record to take the config from (no metrics.jsonl beside it "
                          "ending in its {\"split\": \"run\"} line); give --export, or --metrics of the finished run")
-    entry = next(filter(None, (run_record.sized_entry(folder, arm) for folder in (weights.parent.parent,
+    entry = next(filter(None, (run_record.sized_entry(folder, model) for folder in (weights.parent.parent,
                                                                                    weights.parent))), None)
     if entry and sizing:
         say(f"--weights {weights}: no run record (the run did not finish); its config is the export's as the "
@@ -154,20 +154,20 @@ def main(argv=None):
         if args.metrics:
             raise InputError(f"--metrics {metrics}: no such file; copy the run's metrics.jsonl back")
         metrics = None
-    arm, exported, vocab, sizing = args.model, None, args.vocab_file, None
+    model, exported, vocab, sizing = args.model, None, args.vocab_file, None
     if args.export:
-        arm, config_path, vocab = read_export(args.export, args.model, args.vocab_file)
+        model, config_path, vocab = read_export(args.export, args.model, args.vocab_file)
         exported = PretrainingConfig.load(config_path).to_dict()
         sizing = read_plan(args.export).get("fit")
     elif vocab is None:
         raise InputError("--vocab-file: needed without --export (the vocabulary the run was trained with)")
     step = weights_step(args.weights, args.step)
-    values = trained_config(args.weights, metrics, exported, arm, sizing)
+    values = trained_config(args.weights, metrics, exported, model, sizing)
     config = config_from_dict(values, metrics or args.export)
     check_vocab(vocab, config)
     folder = paths.models_dir(args.data_dir or paths.default_data_dir()) / name
     import_jax_weights(config, args.weights, vocab, folder, step, args.overwrite)
-    print(f"Wrote {folder} (the {arm or values['model_name']} weights of step {step}). Fine-tune it:\n  python "
+    print(f"Wrote {folder} (the {model or values['model_name']} weights of step {step}). Fine-tune it:\n  python "
           f"run_finetuning.py --data-dir {args.data_dir or paths.default_data_dir()} --model-name {name} --task mrpc")
     return folder
 
