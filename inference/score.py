@@ -156,7 +156,7 @@ def read_texts(args):
     """The arguments, else every non-empty line of --file (- or no --file: stdin)."""
     if args.texts:
         return list(args.texts)
-    from inference.inspect import read_lines
+    from inference.inspect_model import read_lines
 
     where = "stdin" if args.file is None or str(args.file) == "-" else f"--file {args.file}"
     texts = [line for line in read_lines(args.file) if line.strip()]
@@ -194,7 +194,7 @@ def parse_args(argv=None):
 
 @exit_on_input_error
 def main(argv=None, stdout=None):
-    from inference.inspect import model_folder
+    from inference.inspect_model import model_folder
     from storage.model_folder import read_config
 
     args = parse_args(argv)

@@ -1,10 +1,10 @@
 """See replaced-token detection: what a pretrained model's generator and discriminator do with your text.
 
-    python -m inference.inspect --model-name electra_tiny "the interpreter reads a line of input ."
-    python -m inference.inspect --model-name electra_tiny --file sentences.txt --seed 3
-    python -m inference.inspect --model-name electra_tiny --held-out 3     # sentences of the held-out shard
-    python -m inference.inspect --model-name electra_tiny --fill-mask "the [MASK] statement raises an error ."
-    python -m inference.inspect --model-name electra_tiny --json "some text" > inspect.json
+    python -m inference.inspect_model --model-name electra_tiny "the interpreter reads a line of input ."
+    python -m inference.inspect_model --model-name electra_tiny --file sentences.txt --seed 3
+    python -m inference.inspect_model --model-name electra_tiny --held-out 3     # sentences of the held-out shard
+    python -m inference.inspect_model --model-name electra_tiny --fill-mask "the [MASK] statement raises an error ."
+    python -m inference.inspect_model --model-name electra_tiny --json "some text" > inspect.json
 
 Reads the model folder run_pretraining.py wrote (<data-dir>/models/<model-name>/, its latest checkpoint).
 Each text is masked exactly as in pretraining (the pretrainer's own masking and Gumbel sampling, drawn
@@ -336,7 +336,7 @@ def render_fill_mask(entry, result, style, width):
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m inference.inspect", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m inference.inspect_model", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("texts", nargs="*", metavar="TEXT", help="texts to inspect (quote each)")
     parser.add_argument("--model-name", required=True, help="the model folder under <data-dir>/models/")
@@ -395,7 +395,7 @@ def main(argv=None, stdout=None):
     texts = read_texts(args)
     if not texts and not args.held_out:
         raise InputError("nothing to inspect; give a text, --file FILE or --held-out N")
-    require_tensorflow_backend("inference.inspect")
+    require_tensorflow_backend("inference.inspect_model")
     inspector = Inspector(model_folder(data_dir, args.model_name))
     config = inspector.config
     if args.fill_mask and inspector.pretrainer.generator_head is None:

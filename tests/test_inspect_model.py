@@ -1,4 +1,4 @@
-"""python -m inference.inspect on a tiny trained model folder, and the curves PNG a pretraining run ends with.
+"""python -m inference.inspect_model on a tiny trained model folder, and the curves PNG a pretraining run ends with.
 
 One 4-step run (micro towers, 32-token examples, the last of 2 shards held out) serves every test.
 """
@@ -16,7 +16,7 @@ import pytest
 import run_pretraining
 from data import tfrecords
 from tests.helpers import MICRO_MODEL, build_tiny_dataset
-from inference import inspect as inspector_cli
+from inference import inspect_model as inspector_cli
 
 MODEL = "inspected"
 SENTENCES = ["the interpreter reads a line of input and executes it .",
@@ -162,9 +162,9 @@ def test_a_text_longer_than_the_model_reads_is_truncated_with_a_note(trained, ca
         "truncated to its first 30 tokens")
 
 
-@pytest.mark.parametrize("module", ["inference.inspect", "inference.score"])
+@pytest.mark.parametrize("module", ["inference.inspect_model", "inference.score"])
 def test_the_commands_answer_by_their_names(module):
-    """python -m inference.inspect / inference.score (their old aliases under training/ are gone)."""
+    """python -m inference.inspect_model / inference.score (their old aliases under training/ are gone)."""
     root = pathlib.Path(__file__).resolve().parents[1]
     result = subprocess.run([sys.executable, "-m", module, "--help"], cwd=root, capture_output=True, text=True,
                             timeout=120)
