@@ -91,13 +91,22 @@ def _current_onnx_export(onnx):
         return False
 
 
+def onnx_float32():
+    import onnx
+
+    return onnx.TensorProto.FLOAT
+
+
 def quantised_copy(onnx, target):
     """The ONNX export folder with model.onnx's weights quantised to int8 (dynamic quantisation)."""
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     if not (target / "model.onnx").is_file():
         shutil.copytree(onnx, target, dirs_exist_ok=True, ignore=shutil.ignore_patterns("model.onnx"))
-        quantize_dynamic(str(onnx / "model.onnx"), str(target / "model.onnx"), weight_type=QuantType.QInt8)
+        # The written graph's com.microsoft ops (Attention, BiasGelu) have no ONNX shape inference, so the
+        # quantiser is told their outputs' type (float32, as every activation of the export is).
+        quantize_dynamic(str(onnx / "model.onnx"), str(target / "model.onnx"), weight_type=QuantType.QInt8,
+                         extra_options={"DefaultTensorType": onnx_float32()})
     return target
 
 
@@ -151,9 +160,9 @@ def worker_ours_predict(args):
     configure_tensorflow(args.threads)
     import functools
 
-    from inference import onnx_predictor, predict
+    from inference import onnx_folder, predict
 
-    onnx_predictor.open_session = functools.partial(onnx_predictor.open_session, threads=args.threads)
+    onnx_folder.open_session = functools.partial(onnx_folder.open_session, threads=args.threads)
 
     dev = pathlib.Path(args.shared) / "glue" / "SST-2" / "dev.tsv"
     warm = pathlib.Path(args.work) / "warmup.tsv"
