@@ -159,9 +159,9 @@ def main(argv=None):
 
     say(f"wrote {args.out}: {model['num_train_steps']} steps, weights at {model['checkpoint_steps']}. On a machine "
         f"with JAX:\n  KERAS_BACKEND=jax python -m training_jax.pretrain --export {args.out} --model {args.model_name} "
-        f"--out {args.out}/runs/{args.model_name}\nor the time-boxed run in one device call (tasks from python -m "
-        f"finetune.arrays in {args.out}/tasks; carry [\".whl\", \"{args.out}\"], timeout_s 590; add --also-mlm for "
-        f"the MLM baseline at equal FLOPs beside it):\n  {device_line(args.out)}")
+        f"--out {args.out}/runs/{args.model_name}\nor the time-boxed run as one command on a GPU machine (tasks from python -m "
+        f"finetune.arrays in {args.out}/tasks; copy .whl/ and {args.out}/ into the repository there, set OUT to the "
+        f"folder to bring back, allow about 10 minutes; add --also-mlm for the MLM baseline at equal FLOPs):\n  {device_line(args.out)}")
     return record
 
 

@@ -50,7 +50,7 @@ SHARED_DEVICE_MEMORY = ".45"  # XLA_PYTHON_CLIENT_MEM_FRACTION of each of two pr
 MOST_FILES, MOST_BYTES = 8, 64 * 2 ** 20
 
 
-# A device call's line: the wheels the GPU image lacks (keras, namex, optree in .whl/, carried), then the run.
+# The GPU machine's line: the wheels its image lacks (keras, namex, optree, copied there in .whl/), then the run.
 WHEELS_DIR = ".whl"
 DEVICE_PRELUDE = ("python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "
                   f"{WHEELS_DIR}/site {WHEELS_DIR}/*.whl && export PYTHONPATH=$PWD/{WHEELS_DIR}/site KERAS_BACKEND=jax "
@@ -58,7 +58,8 @@ DEVICE_PRELUDE = ("python3 -m pip install -q --no-index --no-deps --no-compile -
 
 
 def device_line(export, minutes=9.5, also_mlm=False):
-    """The one command of a device call that carries [".whl", export] (timeout_s: the minutes and 20 s)."""
+    """The one command a GPU machine runs, with .whl/ and the export copied into its repository (it ends within
+    the minutes and about 20 s)."""
     return (f"{DEVICE_PRELUDE} python3 -m training_jax.run --export {export} --out $OUT --minutes {minutes:g}"
             + (" --also-mlm" if also_mlm else ""))
 
@@ -70,8 +71,8 @@ def log(message):
 # ---------------------------------------------------------------- the export and the work folder
 def read_export(export):
     """(export.json's content, its one model name); InputError naming the fix."""
-    plan = read_export_file(export, "pass the folder python -m training_jax.export wrote (carried in this "
-                                    "call: nothing stays on the machine from an earlier call)")
+    plan = read_export_file(export, "pass the folder python -m training_jax.export wrote (copied to this "
+                                    "machine with the repository)")
     if len(plan["models"]) != 1 or "fit" not in plan:
         raise InputError(f"{export}: not a one-model export with a \"fit\" block; export it again with "
                          "python -m training_jax.export")
@@ -390,7 +391,7 @@ def summary(args, record, files, results):
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--export", type=pathlib.Path, required=True,
-                        help="the folder python -m training_jax.export wrote (carried in this call)")
+                        help="the folder python -m training_jax.export wrote (copied to this machine)")
     parser.add_argument("--out", type=pathlib.Path, required=True, help="what comes back ($OUT on a device)")
     parser.add_argument("--minutes", type=float, default=9.5, help="the whole call, start to summary")
     parser.add_argument("--finetune-minutes", type=float, default=3.0,
@@ -420,7 +421,7 @@ def main(argv=None):
     plan, model = read_export(args.export)
     for path in args.init_from or []:
         if not path.is_file():
-            raise InputError(f"--init-from {path}: no such file; carry the weights an earlier run returned")
+            raise InputError(f"--init-from {path}: no such file; copy here the weights an earlier run returned")
     deadline = started + args.minutes * 60 - COLLECT_SECONDS
     if args.finetune_minutes <= 0:
         args.tasks_dir = None  # no fine-tuning: pretraining gets the whole call
