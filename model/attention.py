@@ -4,6 +4,13 @@ The original drops out attention probabilities (0.1 during pretraining); the fus
 so training with attention dropout takes an explicit path (float32 softmax → dropout → matmul) that
 computes the same function. Inference, or attention_dropout = 0, uses the fused op.
 
+`compute_dtype_softmax` (a named option, off by default): under a 16-bit compute dtype (mixed_bfloat16) the
+explicit path keeps the scores, softmax and dropout in that dtype, so no float32 [batch, heads, seq, seq] exists
+in the step (tests/test_attention_dtype.py checks the lowered JAX step). The softmax's sum accumulates in float32
+inside a matmul by ones (its [batch, heads, seq, 1] result is the only wider tensor); the dropout keeps an element
+when a float16 uniform (16 random bits, 10 used) is under the keep probability rounded to a multiple of 1/1024
+(0.1 → 0.0996), scaled by that probability's inverse. Under a float32 compute dtype it is today's path.
+
 `causal` ("ltr" or "rtl"; default None: bidirectional) adds the original's left-to-right or
 right-to-left mask (model/modeling.py, the ltr/rtl arguments of BertModel, used by Electric's two-tower
 generator; docs/reproduction.md#electric): query i attends to keys j <= i (ltr) or j >= i (rtl), its own
@@ -45,6 +52,45 @@ def attention_mask(input_mask, causal=None):
     return ops.logical_or(mask, ops.logical_not(ops.any(mask, axis=-1, keepdims=True)))
 
 
+def _masked_logit(dtype):
+    """-1e9, or for float16 (whose largest finite is 65504) -3e4: either one's exp() is exactly 0."""
+    return -3e4 if keras.backend.standardize_dtype(dtype) == "float16" else _MASKED_LOGIT
+
+
+def rounded_keep_probability(rate):
+    """1 - rate rounded to a multiple of 1/1024: what a float16 uniform (k/1024, k < 1024) can draw exactly."""
+    return round((1.0 - rate) * 1024) / 1024
+
+
+def compute_dtype_softmax(logits):
+    """softmax over the last axis in logits' dtype; the sum accumulates in float32 inside a matmul by ones (a
+    reduction of a 16-bit tensor would first convert the whole [..., seq] tensor to float32)."""
+    peak = ops.stop_gradient(ops.max(logits, axis=-1, keepdims=True))
+    exps = ops.exp(ops.subtract(logits, peak))
+    total = ops.matmul(exps, ops.ones((ops.shape(logits)[-1], 1), dtype=logits.dtype))
+    return ops.divide(exps, total)
+
+
+def compute_dtype_dropout(probs, rate, seed):
+    """Dropout of `probs` in their dtype from 16 random bits an element (see the module docstring)."""
+    keep = rounded_keep_probability(rate)
+    uniform = keras.random.uniform(ops.shape(probs), dtype="float16", seed=seed)
+    kept = ops.less(uniform, ops.cast(keep, "float16"))
+    return ops.where(kept, ops.multiply(probs, ops.cast(1.0 / keep, probs.dtype)), ops.zeros_like(probs))
+
+
+def compute_dtype_attention(query, key, value, mask, scale, dropout_rate=0.0, seed=None, training=False):
+    """explicit_attention with the scores, softmax and dropout in the inputs' dtype (the compute_dtype_softmax
+    option); `seed`: the dropout's keras SeedGenerator."""
+    dtype = query.dtype
+    logits = ops.multiply(ops.einsum("bqhd,bkhd->bhqk", query, key), ops.cast(scale, dtype))
+    logits = ops.where(mask, logits, ops.cast(_masked_logit(dtype), dtype))
+    probs = compute_dtype_softmax(logits)
+    if training and dropout_rate > 0:
+        probs = compute_dtype_dropout(probs, dropout_rate, seed)
+    return ops.einsum("bhqk,bkhd->bqhd", probs, ops.cast(value, dtype))
+
+
 def explicit_attention(query, key, value, mask, scale, dropout=None, training=False):
     """softmax(q·kᵀ·scale masked) · v with the softmax in float32; layout [batch, seq, heads, dim]."""
     logits = ops.einsum("bqhd,bkhd->bhqk", query, key)
@@ -62,12 +108,12 @@ class SelfAttention(keras.layers.Layer):
     Call with hidden states [batch, seq, hidden] and input_mask [batch, seq]; returns the heads
     concatenated back to [batch, seq, hidden] (before the output projection). `use_fused` forces a path
     (None: fused unless training with attention dropout). `dtype`: the Keras dtype policy of the
-    projections; the softmax of the explicit path runs in float32 whatever it is. `causal`: None, "ltr"
-    or "rtl" (see the module docstring).
+    projections; the softmax of the explicit path runs in float32 whatever it is, unless
+    `compute_dtype_softmax` (see the module docstring). `causal`: None, "ltr" or "rtl" (see the module docstring).
     """
 
     def __init__(self, hidden_size, num_heads, attention_dropout=0.1, initializer_range=0.02, causal=None,
-                 **kwargs):
+                 compute_dtype_softmax=False, **kwargs):
         kwargs.setdefault("name", "self")
         super().__init__(**kwargs)
         if hidden_size % num_heads:
@@ -75,6 +121,7 @@ class SelfAttention(keras.layers.Layer):
         if causal is not None and causal not in CAUSAL_DIRECTIONS:
             raise ValueError(f"causal {causal!r} is not one of None, {', '.join(CAUSAL_DIRECTIONS)}")
         self.causal = causal
+        self.compute_dtype_softmax = compute_dtype_softmax
         self.hidden_size = hidden_size
         self.num_heads = num_heads
         self.head_size = hidden_size // num_heads
@@ -122,6 +169,9 @@ class SelfAttention(keras.layers.Layer):
             batch, seq = ops.shape(query)[0], ops.shape(query)[1]
             mask = ops.broadcast_to(mask, (batch, self.num_heads, seq, seq))
             context = ops.dot_product_attention(query, key, value, mask=mask, scale=scale)
+        elif self.compute_dtype_softmax and keras.backend.standardize_dtype(query.dtype) != "float32":
+            context = compute_dtype_attention(query, key, value, mask, scale, self.attention_dropout,
+                                              getattr(self.probs_dropout, "seed_generator", None), training)
         else:
             context = explicit_attention(query, key, value, mask, scale, self.probs_dropout, training)
         batch, seq = ops.shape(context)[0], ops.shape(context)[1]
@@ -131,5 +181,6 @@ class SelfAttention(keras.layers.Layer):
         config = super().get_config()
         config.update(hidden_size=self.hidden_size, num_heads=self.num_heads,
                       attention_dropout=self.attention_dropout,
-                      initializer_range=self.initializer_range, causal=self.causal)
+                      initializer_range=self.initializer_range, causal=self.causal,
+                      compute_dtype_softmax=self.compute_dtype_softmax)
         return config

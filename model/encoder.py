@@ -29,13 +29,15 @@ class BertEncoder(keras.Model):
     `causal`: None (bidirectional, every model but one), or "ltr" / "rtl": every layer attends only to the
     left / right and its own position, as the original's BertModel(ltr=True / rtl=True) for Electric's
     two-tower generator (model/two_tower.py; docs/reproduction.md#electric).
+    `compute_dtype_softmax`: every self-attention's option of that name (model/attention.py; off: the original's
+    float32 softmax); training_jax.step.use_compute_dtype_softmax sets it on a built model.
     """
 
     def __init__(self, vocab_size, hidden_size, num_layers, num_heads, intermediate_size,
                  embedding_size=None, max_position_embeddings=512, type_vocab_size=2, dropout=0.1,
                  attention_dropout=0.1, initializer_range=0.02, layer_norm_epsilon=1e-12,
-                 embeddings=None, gdes_embeddings=False, causal=None, scan_layers=False, name="electra", dtype=None,
-                 **kwargs):
+                 embeddings=None, gdes_embeddings=False, causal=None, scan_layers=False, compute_dtype_softmax=False,
+                 name="electra", dtype=None, **kwargs):
         super().__init__(name=name, dtype=dtype, **kwargs)
         self.causal = causal
         self.scan_layers = scan_layers
@@ -69,8 +71,8 @@ class BertEncoder(keras.Model):
                 name="embeddings_project")
         self.transformer_layers = [
             TransformerLayer(hidden_size, num_heads, intermediate_size, dropout, attention_dropout,
-                             initializer_range, layer_norm_epsilon, causal=causal, dtype=self.dtype_policy,
-                             name=f"layer_{i}")
+                             initializer_range, layer_norm_epsilon, causal=causal,
+                             compute_dtype_softmax=compute_dtype_softmax, dtype=self.dtype_policy, name=f"layer_{i}")
             for i in range(num_layers)
         ]
 
@@ -149,5 +151,7 @@ class BertEncoder(keras.Model):
                       type_vocab_size=self.type_vocab_size, dropout=self.dropout_rate,
                       attention_dropout=self.attention_dropout, initializer_range=self.initializer_range,
                       layer_norm_epsilon=self.layer_norm_epsilon, gdes_embeddings=self.gdes_embeddings,
-                      causal=self.causal, scan_layers=self.scan_layers)
+                      causal=self.causal, scan_layers=self.scan_layers,
+                      compute_dtype_softmax=any(layer.attention_self.compute_dtype_softmax
+                                                for layer in self.transformer_layers))
         return config

@@ -16,10 +16,12 @@ class TransformerLayer(keras.layers.Layer):
 
     `dtype` (a Keras dtype policy) reaches every sublayer but the two LayerNorms, which stay float32.
     `causal`: None, "ltr" or "rtl", the direction of the self-attention (model/attention.py).
+    `compute_dtype_softmax`: the self-attention's option of that name (model/attention.py).
     """
 
     def __init__(self, hidden_size, num_heads, intermediate_size, dropout=0.1, attention_dropout=0.1,
-                 initializer_range=0.02, layer_norm_epsilon=1e-12, causal=None, **kwargs):
+                 initializer_range=0.02, layer_norm_epsilon=1e-12, causal=None, compute_dtype_softmax=False,
+                 **kwargs):
         super().__init__(**kwargs)
         self.causal = causal
         self.hidden_size = hidden_size
@@ -31,7 +33,8 @@ class TransformerLayer(keras.layers.Layer):
         self.layer_norm_epsilon = layer_norm_epsilon
         init = truncated_normal(initializer_range)
         self.attention_self = SelfAttention(hidden_size, num_heads, attention_dropout,
-                                            initializer_range, causal=causal, dtype=self.dtype_policy,
+                                            initializer_range, causal=causal,
+                                            compute_dtype_softmax=compute_dtype_softmax, dtype=self.dtype_policy,
                                             name="self")
         self.attention_output_dense = keras.layers.Dense(hidden_size, kernel_initializer=init,
                                                          dtype=self.dtype_policy, name="dense")
@@ -82,5 +85,6 @@ class TransformerLayer(keras.layers.Layer):
                       intermediate_size=self.intermediate_size, dropout=self.dropout_rate,
                       attention_dropout=self.attention_dropout,
                       initializer_range=self.initializer_range,
-                      layer_norm_epsilon=self.layer_norm_epsilon, causal=self.causal)
+                      layer_norm_epsilon=self.layer_norm_epsilon, causal=self.causal,
+                      compute_dtype_softmax=self.attention_self.compute_dtype_softmax)
         return config

@@ -41,6 +41,15 @@ def use_layer_scan(model, on=True):
         encoder.scan_layers = on
 
 
+def use_compute_dtype_softmax(model, on=True):
+    """Every self-attention of the pretrainer's encoders keeps its scores, softmax and dropout in the compute dtype
+    (bfloat16 under mixed_bfloat16: no float32 [batch, heads, seq, seq]; model/attention.py) or in float32 as the
+    original: the same within bfloat16 rounding (tests/test_attention_dtype.py). Set before the step is traced."""
+    for encoder in model.encoders():
+        for layer in encoder.transformer_layers:
+            layer.attention_self.compute_dtype_softmax = on
+
+
 class SizedSchedule(keras.optimizers.schedules.LearningRateSchedule):
     """The config's schedule with its T (training steps) and W (warmup steps) given to the jitted step as
     arrays instead of compiled in: a run that sets its length from its own measured speed after compiling
