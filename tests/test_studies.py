@@ -8,7 +8,7 @@ import sys
 import pytest
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
-STUDY_COMMANDS = ("studies.rtd_vs_mlm", "studies.electric.ranking", "studies.electric.synthetic",
+STUDY_COMMANDS = ("studies.rtd_vs_mlm", "studies.electric", "studies.electric.synthetic",
                   "studies.disc_auc_reference", "studies.device_curves", "studies.tf_vs_jax_curves",
                   "studies.batch_diversity", "studies.anisotropy")
 

@@ -10,7 +10,8 @@ import pytest
 
 from training_jax import weights as jax_weights
 
-from studies.electric import ranking as electric_ranking
+from studies.electric import cli as electric_cli
+from studies.electric.ranking import SHARDS
 from studies.rtd_vs_mlm import stages
 
 SENTENCES = 12
@@ -26,7 +27,7 @@ def write_sentence_shard(shared, vocab_file, count=SENTENCES, seed=0):
                  for _ in range(count)]
     lines = ['<doc id="1" title="Held out">', "Held out"]
     lines += [". ".join(sentences[i:i + 3]) + "." for i in range(0, count, 3)] + ["</doc>"]
-    shard = shared / electric_ranking.SHARDS.format(1)
+    shard = shared / SHARDS.format(1)
     shard.parent.mkdir(parents=True)
     with gzip.open(shard, "wt", encoding="utf-8") as out:
         out.write("\n".join(lines) + "\n")
@@ -42,7 +43,7 @@ def exported(tmp_path):
     work, export = tmp_path / "work", tmp_path / "export"
     build_tiny_dataset(work, max_seq_length=32, num_shards=2)
     shared = write_sentence_shard(tmp_path / "shared", work / "vocab.txt")
-    electric_ranking.main([
+    electric_cli.main([
         "--work-dir", str(work), "--shared-data", str(shared), "--sentences", str(SENTENCES),
         "--model-size", "electra_tiny", "--model", json.dumps({**MICRO_MODEL, "num_layers": 1}),
         "--batch-size", "4", "--steps", "6", "--device-checkpoints", "2",
@@ -54,16 +55,16 @@ ON_THE_ACCELERATOR = textwrap.dedent('''
     import json, os, pathlib, sys
     sys.modules["tensorflow"] = None  # as on the accelerator machines: any use of TensorFlow fails
     os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
-    from studies.electric import ranking as electric_ranking
+    from studies.electric import cli as electric_cli
     from training_jax import pretrain
 
     study, out = pathlib.Path(STUDY), OUT
     pretrain.measure = lambda *args: (100.0, 0.5)  # the size must not depend on this CPU's speed
-    electric_ranking.main(["--device-size", str(study), "--minutes", "0.012"])
+    electric_cli.main(["--device-size", str(study), "--minutes", "0.012"])
     # one piece (pieces resume as the study's do: tests/test_jax_pretraining.py)
     finished = pretrain.main(["--export", str(study), "--model", "electric", "--out", str(study / "runs" / "electric")])
-    electric_ranking.main(["--device-score", str(study)])
-    electric_ranking.main(["--device-collect", str(study), "--out", out])
+    electric_cli.main(["--device-score", str(study)])
+    electric_cli.main(["--device-collect", str(study), "--out", out])
     print("RESULTS" + json.dumps({"study": json.loads((study / "export.json").read_text()), "finished": finished}))
 ''')
 
@@ -104,7 +105,7 @@ def test_the_whole_electric_device_sequence_dry_runs_on_the_cpu(exported, tmp_pa
     assert sorted(device_ranking["steps"], key=int) == ["7", "14"]
 
     capsys.readouterr()
-    electric_ranking.main(["--work-dir", str(work), "--shared-data", str(shared), "--device-results", str(out)])
+    electric_cli.main(["--work-dir", str(work), "--shared-data", str(shared), "--device-results", str(out)])
     printed = capsys.readouterr().out
     assert "| 14 (accelerator) |" in printed and "| 14 (here, electric_device_step14) |" in printed
     kept = json.loads((work / "ranking.json").read_text())["device"]
@@ -132,18 +133,18 @@ def test_missing_exports_and_results_name_the_file(tmp_path, monkeypatch, capsys
 
     monkeypatch.setenv("KERAS_BACKEND", "tensorflow")  # the stage defaults it to jax; keep this process's
     with pytest.raises(SystemExit) as raised:
-        electric_ranking.main(["--device-score", str(tmp_path / "nothing")])
+        electric_cli.main(["--device-score", str(tmp_path / "nothing")])
     assert raised.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "nothing/export.json: missing" in err[0] and "studies.electric.ranking --device-export" in err[0]
+    assert len(err) == 1 and "nothing/export.json: missing" in err[0] and "studies.electric --device-export" in err[0]
 
     shared = tmp_path / "shared"
-    (shared / electric_ranking.SHARDS.format(1)).parent.mkdir(parents=True)
-    (shared / electric_ranking.SHARDS.format(1)).write_bytes(b"")
+    (shared / SHARDS.format(1)).parent.mkdir(parents=True)
+    (shared / SHARDS.format(1)).write_bytes(b"")
     (tmp_path / "OUT" / "electric").mkdir(parents=True)
     with pytest.raises(SystemExit) as raised:
-        electric_ranking.main(["--work-dir", str(tmp_path / "work"), "--shared-data", str(shared),
-                               "--device-results", str(tmp_path / "OUT")])
+        electric_cli.main(["--work-dir", str(tmp_path / "work"), "--shared-data", str(shared),
+                           "--device-results", str(tmp_path / "OUT")])
     assert raised.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "OUT/electric/config.json: missing" in err[0] and "--device-collect" in err[0]

@@ -30,7 +30,7 @@ def test_a_row_scored_before_a_measurement_existed_prints_n_a(capsys):
 
 
 def test_the_reference_run_is_refused_on_the_accelerator(capsys):
-    from studies.electric.ranking import parse_args
+    from studies.electric.cli import parse_args
 
     with pytest.raises(SystemExit) as stopped:
         parse_args(["--work-dir", "runs/x", "--reference-electra", "--device-export", "runs/y"])

@@ -1,7 +1,8 @@
-"""The Electric ranking (studies/electric/ranking.py) with its pretraining on an accelerator that holds
-JAX but no TensorFlow, and back. The training is training_jax.pretrain's, the moving there and back the
-RTD-vs-MLM study's (studies/rtd_vs_mlm/device.py); this module adds what is Electric's: one arm, and the ranking
-of held-out sentences scored on the accelerator from token ids, so that it needs no tokenizer there.
+"""The Electric ranking (studies/electric/ranking.py; its command line is cli.py, which imports this module)
+with its pretraining on an accelerator that holds JAX but no TensorFlow, and back. The training is
+training_jax.pretrain's, the moving there and back the RTD-vs-MLM study's (studies/rtd_vs_mlm/device.py); this
+module adds what is Electric's: one arm, and the ranking of held-out sentences scored on the accelerator from
+token ids, so that it needs no tokenizer there.
 
 Here (TensorFlow):
   export   the resolved config, the examples as arrays (the last eval batches held out), the held-out
@@ -34,7 +35,7 @@ from training_jax import weights as jax_weights
 from training_jax.export import read_examples, save_examples
 
 ARM = "electric"  # the one arm of the export (export.json's one model, training_jax.pretrain's --model)
-EXPORTER = "python -m studies.electric.ranking --device-export"
+EXPORTER = "python -m studies.electric --device-export"
 CONFIG_FILE = f"config_{ARM}.json"
 SIZED_CONFIG_FILE = f"config_{ARM}_sized.json"
 SENTENCES_FILE = "sentences.npz"  # the held-out sentences and their copies as token ids
@@ -136,14 +137,14 @@ def device_commands(export, minutes):
     piece = study_device.PIECE_MINUTES
     return [
         (f"size (about 3 min: a compile and 30 timed steps): the steps that fit {minutes:g} minutes",
-         f"{jax_env} python3 -m studies.electric.ranking --device-size {export} --minutes {minutes:g}"),
+         f"{jax_env} python3 -m studies.electric --device-size {export} --minutes {minutes:g}"),
         (f"pretrain ({piece:g} min a piece; run it about {pieces:g} times, until it says done)",
          f"mkdir -p {runs} && {jax_env} python3 -m training_jax.pretrain --export {export} --model {ARM} "
          f"--out {runs}/{ARM} --time-limit-minutes {piece:g} >> {runs}/{ARM}.log 2>&1; tail -n 3 {runs}/{ARM}.log"),
         ("score every checkpoint saved so far (new ones only; under a minute each)",
-         f"{jax_env} python3 -m studies.electric.ranking --device-score {export}"),
+         f"{jax_env} python3 -m studies.electric --device-score {export}"),
         ("collect what comes back (at most 8 files; seconds)",
-         f"python3 -m studies.electric.ranking --device-collect {export} --out $OUT")]
+         f"python3 -m studies.electric --device-collect {export} --out $OUT")]
 
 
 # ---------------------------------------------------------------- there: size, score, collect
