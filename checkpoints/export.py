@@ -74,23 +74,21 @@ def main(argv=None):
         return info
     if args.format in ("saved_model_ids", "onnx"):
         return export_token_ids(args)
-    from checkpoints import exporters
-    from storage.model_folder import load_model_folder
+    from checkpoints import bert, hf, keras_hub_preset, tf1
+    from pretrain.loaded_folder import load_model_folder
 
     if args.format == "keras_hub":
-        from checkpoints.keras_hub_preset import import_keras_hub
-
-        import_keras_hub("--format keras_hub")  # before any work
+        keras_hub_preset.import_keras_hub("--format keras_hub")  # before any work
     model = load_model_folder(args.model_dir)
     print(f"Read {model.checkpoint} (step {model.step}).")
     if args.format == "keras_hub":
-        notes = exporters.export_keras_hub(model, args.output, args.overwrite)
+        notes = keras_hub_preset.export_keras_hub(model, args.output, args.overwrite)
         print(f"Wrote a keras-hub preset of {args.model_dir}'s encoder to {args.output}: "
               f"keras_hub.models.ElectraBackbone.from_preset({str(args.output)!r}), and ElectraTokenizer likewise.")
         for note in notes:
             print(f"Note: {note}.")
         return notes
-    written = {"tf1": exporters.export_tf1, "bert": exporters.export_bert, "hf": exporters.export_hf}[args.format](
+    written = {"tf1": tf1.export_tf1, "bert": bert.export_bert, "hf": hf.export_hf}[args.format](
         model, args.output, args.overwrite)
     detail = (f"models {', '.join(written)}" if args.format == "hf" else f"{written} tensors")
     print(f"Wrote the {args.format} export of {args.model_dir} to {args.output} ({detail}).")

@@ -4,6 +4,7 @@ One folder holds one model: ElectraForPreTraining (the discriminator; ElectraMod
 or ElectraForMaskedLM (the generator). Our export writes `<output>/discriminator/` and
 `<output>/generator/`; the import reads that pair, or a discriminator folder with an optional generator
 folder (the `google/electra-*-discriminator` / `-generator` layout). Keys follow checkpoints.names.hf_key.
+The export (`export_hf`) writes a loaded model folder as that pair; the import reads through `HFSource`.
 """
 import json
 import pathlib
@@ -12,6 +13,7 @@ import shutil
 import numpy as np
 
 from checkpoints import names as names_lib
+from common.atomic import atomic_output_dir
 from common.errors import InputError
 
 CONFIG = "config.json"
@@ -78,6 +80,20 @@ def write_hf_folder(folder, tensors, config, vocab_file, do_lower_case):
               str(folder / WEIGHTS), metadata={"format": "pt"})
     _write_json(folder / CONFIG, config)
     write_tokenizer_files(folder, vocab_file, do_lower_case, config["max_position_embeddings"])
+
+
+def export_hf(model, output, overwrite=False):
+    """<output>/discriminator (ElectraForPreTraining) and <output>/generator (ElectraForMaskedLM) of a loaded
+    model folder (pretrain.loaded_folder.ModelFolder); returns the towers written."""
+    pretrainer = model.pretrainer
+    encoders = {"discriminator": pretrainer.discriminator, "generator": pretrainer.generator}
+    pad_id = model.tokenizer().special_ids.pad
+    models = names_lib.hf_models(names_lib.export_tensors(pretrainer))
+    with atomic_output_dir(output, overwrite) as temp:
+        for tower, tensors in models.items():
+            config = hf_config(encoders[tower], ARCHITECTURES[tower], pad_id)
+            write_hf_folder(temp / tower, tensors, config, model.vocab_file, model.config.do_lower_case)
+    return sorted(models)
 
 
 def _write_json(path, values):

@@ -65,20 +65,47 @@ def main(argv=None):
     if not name or "/" in name or name in (".", ".."):
         raise InputError(f"--model-name {name!r}: use a plain folder name such as electra_small_official")
     model_dir = paths.models_dir(args.data_dir or paths.default_data_dir()) / name
-    from checkpoints import importer
+    from checkpoints import source_model
     from common.atomic import check_output_dir
     from data.tokenization import load_tokenizer
 
     check_output_dir(model_dir, args.overwrite, flag="--model-name")
-    source = importer.open_source(args.source, args.generator)
-    vocab_file, spm_model = importer.resolve_vocab(source, args.vocab_file, args.spm_model)
-    lower_case = importer.source_lower_case(source) if args.lower_case is None else args.lower_case
+    source = open_source(args.source, args.generator)
+    vocab_file, spm_model = source_model.resolve_vocab(source, args.vocab_file, args.spm_model)
+    lower_case = source_model.source_lower_case(source) if args.lower_case is None else args.lower_case
     tokenizer = load_tokenizer(vocab_file=vocab_file, spm_model=spm_model, lower_case=lower_case)
-    config, _ = importer.import_weights(source, model_dir, tokenizer, args.hparams, args.overwrite)
+    config, _ = source_model.import_weights(source, model_dir, tokenizer, args.hparams, args.overwrite)
     print(f"Wrote {model_dir} (step {source.step}). Continue pretraining on a dataset built with its "
           f"vocabulary:\n  python run_pretraining.py --model-name {name}_continued --init-checkpoint {model_dir} "
-          f"--hparams '{json.dumps(importer.continue_hparams(config))}'")
+          f"--hparams '{json.dumps(source_model.continue_hparams(config))}'")
     return model_dir
+
+
+def open_source(path, generator=None):
+    """The format of --source (and --generator, Hugging Face only) and its reader: a keras-hub preset's
+    KerasHubSource, a Hugging Face folder's HFSource, else a TF1 checkpoint's TF1Source."""
+    from checkpoints import hf, keras_hub_preset, tf1
+
+    path = pathlib.Path(path)
+    if keras_hub_preset.is_keras_hub_preset(path):
+        if generator is not None:
+            raise InputError("--generator is for Hugging Face folders; a keras-hub preset holds one encoder")
+        return keras_hub_preset.KerasHubSource(path)
+    if hf.is_hf_folder(path) or hf.is_hf_folder(path / "discriminator"):
+        discriminator, paired = hf.split_pair(path)
+        if generator is not None and not hf.is_hf_folder(generator):
+            raise InputError(f"--generator {generator}: not a Hugging Face folder (config.json + "
+                             "model.safetensors); pass the generator's folder")
+        return hf.HFSource(discriminator, generator or paired)
+    if hf.is_hf_folder(path / "generator"):
+        raise InputError(f"--source {path}: holds a generator folder but no discriminator/ beside it; the "
+                         "import needs the discriminator (pass its folder, with --generator for the generator)")
+    if generator is not None:
+        raise InputError("--generator is for Hugging Face folders; a TF1 checkpoint holds both towers")
+    if not path.exists() and not pathlib.Path(f"{path}.index").exists():
+        raise InputError(f"--source {path}: no such file or folder; pass a TF1 checkpoint prefix or folder, "
+                         "or a Hugging Face ELECTRA folder")
+    return tf1.TF1Source(tf1.resolve_tf1_prefix(path))
 
 
 if __name__ == "__main__":

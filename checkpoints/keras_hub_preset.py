@@ -28,6 +28,7 @@ import pathlib
 import numpy as np
 
 from checkpoints import names as names_lib
+from common.atomic import atomic_output_dir
 from configs.loading import read_json_file
 from common.errors import InputError, short_reason
 
@@ -60,6 +61,18 @@ def import_keras_hub(what):
 
 
 # ------------------------------------------------------------------------------------------------ export
+
+
+def export_keras_hub(model, output, overwrite=False):
+    """A keras-hub preset of a loaded model folder's main encoder (ElectraBackbone + ElectraTokenizer,
+    written by keras-hub's save_to_preset); returns the notes for the user."""
+    encoder = model.main_encoder
+    check_exportable(model, encoder)
+    backbone = build_backbone(encoder, names_lib.export_tensors(model.pretrainer))
+    tokenizer = build_tokenizer(model.tokenizer())
+    with atomic_output_dir(output, overwrite) as temp:
+        save_preset(temp, backbone, tokenizer)
+    return export_notes(encoder)
 
 
 def check_exportable(model, encoder):

@@ -1,5 +1,6 @@
 """Name-based (TF1) checkpoints: the format of the original release, google-research/bert and the tools
-that read them (`tf.train.load_checkpoint`, Hugging Face's converters).
+that read them (`tf.train.load_checkpoint`, Hugging Face's converters). The export of a model folder in
+the original's names (`export_tf1`) and the import's reader (`TF1Source`).
 
 A TF2 object-based checkpoint stores `…/.ATTRIBUTES/VARIABLE_VALUE` keys that those tools cannot read, so
 the writer calls the SaveV2 op directly with the plain names.
@@ -10,12 +11,14 @@ import numpy as np
 import tensorflow as tf
 
 from checkpoints import names as names_lib
+from common.atomic import atomic_output_dir
 from common.errors import InputError
 from storage import model_folder
 
 # Our PretrainingConfig, written beside an exported TF1 checkpoint (the original had no config file): the
 # importer reads the attention heads and other settings that tensors do not show from it.
 CONFIG_COPY = "electra_config.json"
+TF1_CHECKPOINT = "model.ckpt-{step}"  # what the original's TPUEstimator wrote
 
 
 def write_tf1_checkpoint(folder, prefix, tensors, global_step):
@@ -30,6 +33,17 @@ def write_tf1_checkpoint(folder, prefix, tensors, global_step):
                       tensors=values)
     model_folder.write_state(folder, prefix)
     return folder / prefix
+
+
+def export_tf1(model, output, overwrite=False):
+    """The original's names for discriminator and generator, global_step, the vocabulary and our config, from
+    a loaded model folder (pretrain.loaded_folder.ModelFolder); returns the number of tensors written."""
+    tensors = names_lib.export_tensors(model.pretrainer)
+    with atomic_output_dir(output, overwrite) as temp:
+        write_tf1_checkpoint(temp, TF1_CHECKPOINT.format(step=model.step), tensors, model.step)
+        model_folder.copy_vocab(temp, model.vocab_file)  # named as in a model folder: the import finds it there
+        model.config.save(temp / CONFIG_COPY)
+    return len(tensors)
 
 
 def resolve_tf1_prefix(path):

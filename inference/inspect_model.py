@@ -51,7 +51,7 @@ class Inspector:
     """A model folder's pretrainer, tokenizer and config, and the two things it shows."""
 
     def __init__(self, folder):
-        from storage.model_folder import load_model_folder
+        from pretrain.loaded_folder import load_model_folder
         from data.tokenization import load_tokenizer
 
         self.folder = load_model_folder(folder)

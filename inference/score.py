@@ -104,7 +104,7 @@ def score_ids(pretrainer, config, id_lists, length=None, scorer="energy"):
 
 
 def folder_tokenizer(folder):
-    """The tokenizer of a loaded model folder (storage.model_folder.load_model_folder): its WordPiece
+    """The tokenizer of a loaded model folder (pretrain.loaded_folder.load_model_folder): its WordPiece
     vocabulary or SentencePiece model, cased as it was trained."""
     from data.tokenization import load_tokenizer
 
@@ -117,7 +117,8 @@ class Scorer:
     checkpoint prefix in it); `scorer` one of SCORERS."""
 
     def __init__(self, path, name=None, scorer="energy"):
-        from storage.model_folder import load_model_folder, read_config
+        from pretrain.loaded_folder import load_model_folder
+        from storage.model_folder import read_config
 
         path = pathlib.Path(path)
         folder = path if path.is_dir() else path.parent

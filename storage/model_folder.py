@@ -7,9 +7,10 @@
 
 Pretraining, fine-tuning, export, import, the inspector and the studies read and write folders only
 through this module, so they agree on which vocabulary and which checkpoint a folder means, and a damaged
-file is explained the same way everywhere. It sits below training/, finetune/, checkpoints/ and
-inference/ and imports none of them. TensorFlow is imported only inside the functions that read or write
-checkpoint files: the JAX path reads configs and vocabularies without it.
+file is explained the same way everywhere. It sits below pretrain/, training/, finetune/, checkpoints/
+and inference/ and imports none of them: it restores weights into a model its caller built
+(pretrain.loaded_folder builds a folder's pretrainer). TensorFlow is imported only inside the functions
+that read or write checkpoint files: the JAX path reads configs and vocabularies without it.
 
 A checkpoint damaged after it was listed (a truncated copy, flipped bytes) fails its restore; the caller
 then names the file and the older complete checkpoint to resume from (`explaining_damage`, around the
@@ -31,11 +32,13 @@ from configs.pretraining_config import PretrainingConfig
 __all__ = [
     "CONFIG_FILE", "WORDPIECE_VOCAB", "CHECKPOINT_NAME", "STATE_FILE", "require_tensorflow_backend",
     "has_config", "read_config", "write_config", "find_vocab", "require_vocab", "vocab_copy_name", "copy_vocab",
-    "vocab_copies", "checkpoint_step", "checkpoint_prefix", "saved_checkpoints", "is_complete", "write_state", "link_checkpoint",
+    "vocab_copies", "checkpoint_step", "checkpoint_prefix", "saved_checkpoints", "is_complete", "write_state",
+    "link_checkpoint",
     "read_state", "listed_checkpoints", "latest_checkpoint", "resolve_checkpoint", "checkpoint_exists",
     "model_trackable", "write_weights", "restore_weights", "holds_optimizer_state", "restore_errors",
     "checkpoint_problem", "newest_complete_checkpoint", "explaining_damage", "damaged_state_error",
-    "damaged_checkpoint_error", "damaged_source_error", "ModelFolder", "load_model_folder", "write_model_folder",
+    "damaged_checkpoint_error", "damaged_source_error", "ModelFolderParts", "read_model_folder",
+    "restore_folder_weights", "write_model_folder",
 ]
 
 CONFIG_FILE = "config.json"
@@ -433,11 +436,13 @@ def _quiet_failed_restore():
 # --- whole folders ----------------------------------------------------------------------------------------
 
 @dataclasses.dataclass
-class ModelFolder:
+class ModelFolderParts:
+    """What a model folder holds for one checkpoint, read and checked, weights not yet restored: the model
+    to restore them into is built above storage (pretrain.loaded_folder)."""
+    folder: pathlib.Path
     config: PretrainingConfig
-    pretrainer: object  # pretrain.pretrainer.ElectraPretrainer, weights restored
     vocab_file: pathlib.Path  # vocab.txt or a SentencePiece .model
-    checkpoint: str  # the checkpoint prefix read
+    checkpoint: str  # the checkpoint prefix to read
     step: int  # N of ckpt-N
 
     @property
@@ -445,11 +450,9 @@ class ModelFolder:
         return self.vocab_file.suffix == ".model"
 
 
-def load_model_folder(path, flag="--model-dir"):
-    """A model folder (its latest checkpoint) or a checkpoint prefix inside one → ModelFolder with the
-    pretrainer built and its weights restored (no optimizer)."""
-    from pretrain.builder import build_pretrainer
-
+def read_model_folder(path, flag="--model-dir"):
+    """A model folder (its latest checkpoint) or a checkpoint prefix inside one → its ModelFolderParts;
+    InputError naming `flag` when the config, the checkpoint or the vocabulary is missing."""
     path = pathlib.Path(path)
     folder = path if path.is_dir() else path.parent
     if not has_config(folder):
@@ -458,11 +461,15 @@ def load_model_folder(path, flag="--model-dir"):
     config = read_config(folder)
     prefix = resolve_checkpoint(path, flag)
     vocab_file = require_vocab(folder)
-    pretrainer = build_pretrainer(config)
-    restore_weights(pretrainer, prefix, label="checkpoint",
-                    fix=f"pass the folder the checkpoint was trained in (its config is {folder / CONFIG_FILE})",
+    return ModelFolderParts(folder, config, vocab_file, prefix, checkpoint_step(prefix))
+
+
+def restore_folder_weights(model, parts, flag="--model-dir"):
+    """The weights of `parts.checkpoint` into `model` (built from `parts.config`; no optimizer), a mismatch
+    or a damaged file explained in one line that names the folder and `flag`."""
+    restore_weights(model, parts.checkpoint, label="checkpoint",
+                    fix=f"pass the folder the checkpoint was trained in (its config is {parts.folder / CONFIG_FILE})",
                     use_other=f"pass {flag} {{prefix}}")
-    return ModelFolder(config, pretrainer, vocab_file, prefix, checkpoint_step(prefix))
 
 
 def write_model_folder(folder, config, pretrainer, vocab_file, step=0, overwrite=False):

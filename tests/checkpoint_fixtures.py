@@ -14,7 +14,8 @@ SEQ_LENGTH = 48
 
 
 def model_folder(root, tokenizer, seed=0, **overrides):
-    from storage.model_folder import load_model_folder, write_model_folder
+    from pretrain.loaded_folder import load_model_folder
+    from storage.model_folder import write_model_folder
     from pretrain.builder import build_pretrainer
 
     config = tiny_config(model_name="original", data_dir=str(root), **overrides)

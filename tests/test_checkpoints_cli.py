@@ -51,7 +51,7 @@ def test_import_through_the_cli_feeds_the_same_weights(exported, capsys):
     hparams = json.loads(command.split("--hparams ", 1)[1].strip("'"))
     assert hparams["model_size"] == "electra_tiny" and hparams["model_hparam_overrides"]["hidden_size"] == 32
 
-    from storage.model_folder import load_model_folder
+    from pretrain.loaded_folder import load_model_folder
 
     back = load_model_folder(folder)
     original = weights(model.pretrainer)

@@ -278,7 +278,7 @@ def test_export_cli_writes_a_tokenizer_the_model_runs_on(tmp_path, training_line
     from transformers import AutoTokenizer, ElectraForPreTraining
 
     from checkpoints import export, import_weights
-    from storage.model_folder import load_model_folder
+    from pretrain.loaded_folder import load_model_folder
     from data.tokenization import load_tokenizer
     from data.vocab import learn_sentencepiece_model
     from finetune.features import pack

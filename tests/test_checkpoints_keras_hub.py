@@ -120,7 +120,7 @@ def test_keras_hub_tokenizer_gives_our_ids_on_sst2(exported, shared_data, bert_t
 
 def test_import_of_our_preset_gives_back_the_encoder(exported, capsys):
     from checkpoints import import_weights
-    from storage.model_folder import load_model_folder
+    from pretrain.loaded_folder import load_model_folder
     from data.tokenization import load_tokenizer
 
     root = exported["root"]
@@ -140,7 +140,7 @@ def test_import_of_our_preset_gives_back_the_encoder(exported, capsys):
 def test_a_preset_saved_by_keras_hub_becomes_a_model_folder(tmp_path, tokenizer, capsys, keras_hub):
     """keras-hub builds, fills and saves the preset; the import's encoder computes keras-hub's outputs."""
     from checkpoints import import_weights
-    from storage.model_folder import load_model_folder
+    from pretrain.loaded_folder import load_model_folder
 
     backbone = keras_hub.models.ElectraBackbone(vocab_size=tokenizer.vocab_size, num_layers=2, num_heads=2,
                                                 hidden_dim=32, embedding_dim=16, intermediate_dim=64,

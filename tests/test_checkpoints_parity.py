@@ -77,7 +77,7 @@ def small(tmp_path_factory, shared_data, bert_vocab_file, tokenizer):
 
 @pytest.fixture(scope="module")
 def small_folder(small):
-    from storage.model_folder import load_model_folder
+    from pretrain.loaded_folder import load_model_folder
 
     return load_model_folder(small["folder"])
 
@@ -87,7 +87,7 @@ def small_folder(small):
 
 @pytest.fixture(scope="module")
 def hf_export(small, small_folder):
-    from checkpoints.exporters import export_hf
+    from checkpoints.hf import export_hf
 
     output = small["root"] / "hf"
     assert export_hf(small_folder, output) == ["discriminator", "generator"]
@@ -126,7 +126,8 @@ def test_hf_export_loads_in_transformers_with_our_logits(small, hf_export, token
 
 
 def test_hf_round_trip_is_bit_exact_and_feeds_init_checkpoint(small, hf_export, tokenizer):
-    from checkpoints.importer import import_weights, open_source
+    from checkpoints.import_weights import open_source
+    from checkpoints.source_model import import_weights
     from configs.pretraining_config import PretrainingConfig
     from pretrain.builder import build_pretrainer
     from storage.model_folder import restore_weights
@@ -148,7 +149,7 @@ def test_hf_round_trip_is_bit_exact_and_feeds_init_checkpoint(small, hf_export, 
 
 @pytest.fixture(scope="module")
 def tf1_export(small, small_folder):
-    from checkpoints.exporters import export_tf1
+    from checkpoints.tf1 import export_tf1
 
     output = small["root"] / "tf1"
     export_tf1(small_folder, output)
@@ -166,7 +167,8 @@ def test_tf1_export_has_exactly_the_original_names(small, tf1_export):
 
 
 def test_tf1_round_trip_is_bit_exact(small, tf1_export, tokenizer):
-    from checkpoints.importer import import_weights, open_source
+    from checkpoints.import_weights import open_source
+    from checkpoints.source_model import import_weights
 
     config, imported = import_weights(open_source(tf1_export), small["root"] / "models" / "from_tf1", tokenizer,
                                       say=lambda _: None)
@@ -251,8 +253,9 @@ def write_official_checkpoint(folder, vocab_file, step=1000000):
 @pytest.fixture(scope="module")
 def bert_case(tmp_path_factory, bert_vocab_file, small):
     """A tiny model with embedding size = hidden size, exported as a BERT checkpoint."""
-    from checkpoints.exporters import export_bert
-    from storage.model_folder import load_model_folder, write_model_folder
+    from checkpoints.bert import export_bert
+    from pretrain.loaded_folder import load_model_folder
+    from storage.model_folder import write_model_folder
     from configs.pretraining_config import PretrainingConfig
     from pretrain.builder import build_pretrainer
 
@@ -351,7 +354,8 @@ def test_tf1_export_read_by_hf_converter_gives_our_logits(small, hf4):
 
 
 def test_official_checkpoint_import_matches_hf_conversion(small, hf4, tokenizer):
-    from checkpoints.importer import import_weights, open_source
+    from checkpoints.import_weights import open_source
+    from checkpoints.source_model import import_weights
 
     messages = []
     folder = small["root"] / "models" / "official"

@@ -15,7 +15,8 @@ SHAPE_FLAGS = ("electra_objective", "untied_generator", "untied_generator_embedd
 
 
 def import_back(export, model, root, tokenizer, fmt):
-    from checkpoints.importer import import_weights, open_source
+    from checkpoints.import_weights import open_source
+    from checkpoints.source_model import import_weights
 
     export(model, root / fmt)
     return import_weights(open_source(root / fmt), root / "models" / f"from_{fmt}", tokenizer,
@@ -33,7 +34,7 @@ VARIANTS = {
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 def test_tf1_round_trip_of_variant(tmp_path, tokenizer, variant):
-    from checkpoints.exporters import export_tf1
+    from checkpoints.tf1 import export_tf1
 
     model = model_folder(tmp_path, tokenizer, **VARIANTS[variant])
     (tmp_path / "tf1").mkdir()  # an empty output folder is fine without --overwrite
@@ -47,8 +48,10 @@ def test_electric_tf1_export_without_its_config_is_inferred_from_the_tensors(tmp
     """generator_ltr/ + generator_rtl/ + cloze_predictions/ → electric_objective (the original builds two
     towers for Electric only); the HF export holds the discriminator alone (no Hugging Face class for the
     towers)."""
-    from checkpoints.exporters import export_hf, export_tf1
-    from checkpoints.importer import import_weights, open_source
+    from checkpoints.hf import export_hf
+    from checkpoints.tf1 import export_tf1
+    from checkpoints.import_weights import open_source
+    from checkpoints.source_model import import_weights
     from checkpoints.tf1 import CONFIG_COPY
 
     model = model_folder(tmp_path, tokenizer, electric_objective=True)
@@ -63,7 +66,7 @@ def test_electric_tf1_export_without_its_config_is_inferred_from_the_tensors(tmp
 
 
 def test_hf_round_trip_of_untied_generator_embeddings(tmp_path, tokenizer):
-    from checkpoints.exporters import export_hf
+    from checkpoints.hf import export_hf
 
     model = model_folder(tmp_path, tokenizer, untied_generator_embeddings=True)
     config, imported = import_back(export_hf, model, tmp_path, tokenizer, "hf")
@@ -74,7 +77,7 @@ def test_hf_round_trip_of_untied_generator_embeddings(tmp_path, tokenizer):
 
 @pytest.mark.parametrize("fmt", ["tf1", "hf"])
 def test_gdes_exports_each_towers_table_and_imports_back(tmp_path, tokenizer, fmt):
-    from checkpoints import exporters
+    from checkpoints import hf, tf1
     from checkpoints.names import export_tensors
 
     model = model_folder(tmp_path, tokenizer, gdes_embeddings=True)
@@ -84,7 +87,7 @@ def test_gdes_exports_each_towers_table_and_imports_back(tmp_path, tokenizer, fm
     tensors = export_tensors(model.pretrainer)
     assert np.array_equal(tensors["electra/embeddings/word_embeddings"], merged)
     assert np.array_equal(tensors["generator/embeddings/word_embeddings"], shared)
-    export = exporters.export_tf1 if fmt == "tf1" else exporters.export_hf
+    export = tf1.export_tf1 if fmt == "tf1" else hf.export_hf
     config, imported = import_back(export, model, tmp_path, tokenizer, fmt)
     assert config.gdes_embeddings
     np.testing.assert_array_equal(imported.generator.embeddings.word_embeddings.numpy(), shared)
@@ -93,7 +96,8 @@ def test_gdes_exports_each_towers_table_and_imports_back(tmp_path, tokenizer, fm
     same = [k for k in original if "word_embeddings" not in k and np.array_equal(original[k], back[k])]
     assert len(same) == len(original) - 2
     if fmt == "hf":  # the discriminator alone: a plain model with the merged table (what fine-tuning reads)
-        from checkpoints.importer import import_weights, open_source
+        from checkpoints.import_weights import open_source
+        from checkpoints.source_model import import_weights
 
         config, plain = import_weights(open_source(tmp_path / "hf" / "discriminator"), tmp_path / "models" / "plain",
                                        tokenizer, say=lambda _: None)
@@ -102,11 +106,12 @@ def test_gdes_exports_each_towers_table_and_imports_back(tmp_path, tokenizer, fm
 
 
 def test_discriminator_only_checkpoint_gets_a_fresh_generator(tmp_path, tokenizer):
-    from checkpoints.exporters import export_tf1
+    from checkpoints.tf1 import export_tf1
 
     model = model_folder(tmp_path, tokenizer, uniform_generator=True)  # no generator network
     messages = []
-    from checkpoints.importer import import_weights, open_source
+    from checkpoints.import_weights import open_source
+    from checkpoints.source_model import import_weights
 
     export_tf1(model, tmp_path / "tf1")
     (tmp_path / "tf1" / "electra_config.json").unlink()  # as an outside discriminator-only checkpoint

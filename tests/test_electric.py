@@ -271,7 +271,8 @@ def test_reference_ranking_scores_plain_electra_by_minus_the_sum_of_its_logits(t
     text at a time from the discriminator and its head."""
     from studies.electric.ranking import reference_fractions, texts_and_copies
     from pretrain.builder import build_pretrainer
-    from storage.model_folder import load_model_folder, write_model_folder
+    from pretrain.loaded_folder import load_model_folder
+    from storage.model_folder import write_model_folder
     from inference.score import batch_inputs, folder_tokenizer
 
     words = [first + second for first in "abcdefgh" for second in "abcdefgh"][:VOCAB_SIZE - 5]

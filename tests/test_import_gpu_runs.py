@@ -111,7 +111,7 @@ def fresh_study(plan, work_dir):
 
 def assert_folder_holds(folder, results, step):
     """The model folder's checkpoint is `step` and holds exactly the weights that came back."""
-    from storage.model_folder import load_model_folder
+    from pretrain.loaded_folder import load_model_folder
     from training_jax.weights import read_weights
 
     loaded = load_model_folder(folder)
@@ -287,7 +287,7 @@ def test_the_h200_weights_import_match_jax_and_finetune_mrpc(h200_run, shared_da
     config = assert_folder_holds(folder, h200_run, 11144)
     assert (config.model_size, config.num_train_steps, config.num_warmup_steps) == ("electra_small", 11144, 1114)
 
-    from storage.model_folder import load_model_folder
+    from pretrain.loaded_folder import load_model_folder
 
     _, batch = sst2_batch(shared_data, load_tokenizer(vocab_file=bert_vocab_file, lower_case=True))
     pretrainer = load_model_folder(folder).pretrainer

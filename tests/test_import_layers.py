@@ -1,8 +1,10 @@
-"""The product's packages import each other in one direction: no import cycle among packages or modules
-(imports inside functions count too: they run, and a loop through them is still a loop), nothing in the
-product imports the benchmarks, the studies or the tests, and the storage layer sits below its users.
-Read from the source with ast: nothing is imported here."""
+"""The product's packages import each other in one direction: no import cycle among packages or modules,
+nor among the studies' and benchmarks' (imports inside functions count too: they run, and a loop through
+them is still a loop), nothing in the product imports the benchmarks, the studies or the tests, the storage
+layer sits below its users and builds no model, configs/ stands on common/ and data/ alone, and the JAX
+trainer does not reach into the TensorFlow one. Read from the source with ast: nothing is imported here."""
 import ast
+import functools
 import pathlib
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -14,15 +16,19 @@ NOT_PRODUCT = ("bench", "studies", "tests")
 # through a training loop. Predictions (inference.predict) read a fine-tuned folder and build its inputs
 # with finetune's reader, heads and featurisation, so that they are fine-tuning's own; its loop stays out.
 FINETUNE_TRAINING = ("finetune.loop", "finetune.trials", "finetune.tf_trainer", "finetune.losses", "run_finetuning")
-BELOW = {"storage": ("training", "training_jax", "finetune", "checkpoints", "inference"),
+# storage/ reads and writes folders and restores weights into a model it is given: building one is
+# pretrain.loaded_folder's job, so storage imports neither model/ nor pretrain/.
+BELOW = {"storage": ("model", "pretrain", "training", "training_jax", "finetune", "checkpoints", "inference"),
          "finetune": ("training", "inference"), "checkpoints": ("training", "inference"),
-         "inference": ("training", "checkpoints") + FINETUNE_TRAINING}
+         "inference": ("training", "checkpoints") + FINETUNE_TRAINING, "training_jax": ("training",)}
+# The only product packages these may import: a run's settings sit below everything that reads them.
+ONLY = {"configs": ("common", "data")}
 
 
-def module_files():
-    """{dotted module name: path} of every product module (a package's __init__ under the package's name)."""
+def module_files(tops=PRODUCT):
+    """{dotted module name: path} of every module under `tops` (a package's __init__ under the package's name)."""
     modules = {}
-    for top in PRODUCT:
+    for top in tops:
         script = REPO_ROOT / f"{top}.py"
         paths = [script] if script.is_file() else sorted((REPO_ROOT / top).rglob("*.py"))
         for path in paths:
@@ -31,18 +37,22 @@ def module_files():
     return modules
 
 
+@functools.lru_cache(maxsize=None)
 def imported_names(path):
-    """(line, dotted name) of every absolute import in the file, at any depth; `from a import b` gives a.b."""
+    """(line, dotted name) of every absolute import in the file, at any depth; `from a import b` gives a.b.
+    Cached: every test here walks the same files."""
+    names = []
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
-            yield from ((node.lineno, alias.name) for alias in node.names)
+            names += [(node.lineno, alias.name) for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            yield from ((node.lineno, f"{node.module}.{alias.name}") for alias in node.names)
+            names += [(node.lineno, f"{node.module}.{alias.name}") for alias in node.names]
+    return tuple(names)
 
 
-def import_graph():
-    """{module: {imported product module: line}}, each name resolved to the longest module it names."""
-    modules = module_files()
+def import_graph(tops=PRODUCT):
+    """{module: {imported module under `tops`: line}}, each name resolved to the longest module it names."""
+    modules = module_files(tops)
     graph = {}
     for name, path in modules.items():
         edges = graph.setdefault(name, {})
@@ -104,4 +114,18 @@ def test_the_product_imports_no_benchmark_study_or_test_and_storage_sits_below_i
         for line, target in imported_names(path):
             if any(target == f or target.startswith(f + ".") for f in forbidden):
                 offenders.append(f"{path.relative_to(REPO_ROOT)}:{line} imports {target}")
+    assert offenders == []
+
+
+def test_no_import_cycle_among_the_studies_benchmarks_and_tests():
+    graph = import_graph(PRODUCT + NOT_PRODUCT)
+    assert any(package(module) == "studies" for module in graph)  # the walk found the studies
+    assert cycles(graph) == []
+
+
+def test_configs_imports_only_the_packages_below_it():
+    graph = import_graph()
+    offenders = [f"{module} imports {target}" for module, edges in graph.items() if package(module) in ONLY
+                 for target in edges if package(target) not in ONLY[package(module)] + (package(module),)]
+    assert any(package(module) == "configs" for module in graph)
     assert offenders == []

@@ -36,7 +36,7 @@ def exported(tmp_path_factory):
 def test_export_train_import_then_finetune_with_tensorflow(exported):
     import run_finetuning
     from checkpoints import import_jax
-    from storage.model_folder import load_model_folder
+    from pretrain.loaded_folder import load_model_folder
     from training_jax.weights import read_weights
 
     root, study = exported

@@ -75,7 +75,7 @@ def test_the_whole_electric_device_sequence_dry_runs_on_the_cpu(exported, tmp_pa
     ranking of the same sentences equals the accelerator's."""
     from configs.pretraining_config import PretrainingConfig
     from tests.helpers import run_script_under_jax
-    from storage.model_folder import load_model_folder
+    from pretrain.loaded_folder import load_model_folder
     from training_jax import pretrain
 
     work, shared, export = exported

@@ -27,7 +27,7 @@ def test_the_two_device_calls_run_as_printed_then_import_and_finetune_here(tmp_p
     from configs.pretraining_config import PretrainingConfig
     from finetune.pretrained import read_model_folder
     from tests.helpers import accelerator_python, repack_wheels, repository_mirror, run_device_line
-    from storage.model_folder import load_model_folder
+    from pretrain.loaded_folder import load_model_folder
     from training_jax import pretrain
 
     repo = repository_mirror(stages.REPO, tmp_path / "repo")

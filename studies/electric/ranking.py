@@ -213,7 +213,7 @@ def reference_fractions(path, sentences, seed=0):
     """fractions_from_results' row for a plain ELECTRA checkpoint (`path` as Scorer's), its discriminator's
     logits of "replaced" summed in the energies' place (-Σ logit over the text's tokens)."""
     from inference.score import folder_tokenizer
-    from storage.model_folder import load_model_folder
+    from pretrain.loaded_folder import load_model_folder
 
     folder = load_model_folder(path)
     tokenizer = folder_tokenizer(folder)

@@ -1,11 +1,13 @@
-"""Import: TF1, Hugging Face or keras-hub ELECTRA weights → one of our model folders.
+"""The model a weight source describes (a TF1Source, HFSource or KerasHubSource, each in its format's
+module), and the import that writes it as one of our model folders.
 
 The model's shape is read from the tensors (vocabulary, embedding and hidden sizes, layers, FFN width, the
 generator tower, which embeddings are shared) and checked against the config given with `hparams` or
 found beside the checkpoint; what tensors cannot show (attention heads, dropout) comes from that config,
 the Hugging Face config.json, or the original's rule (heads = hidden / 64). Every weight is then read by
 its TF1 name (checkpoints.names) into a freshly built pretrainer, and the folder is written as
-run_pretraining.py writes it, without an optimizer.
+run_pretraining.py writes it, without an optimizer. Which format a --source is, the command
+(checkpoints.import_weights) decides.
 """
 import dataclasses
 import json
@@ -13,7 +15,6 @@ import math
 import pathlib
 from typing import Optional
 
-from checkpoints import hf as hf_lib
 from checkpoints import names as names_lib
 from checkpoints import tf1 as tf1_lib
 from storage.model_folder import find_vocab, write_model_folder
@@ -56,35 +57,6 @@ class Layout:
     fresh_generator: bool  # a discriminator-only checkpoint: the generator starts from scratch
     fresh_discriminator_head: bool = False  # an encoder alone (a keras-hub backbone): the head starts fresh
     two_tower_generator: bool = False  # Electric's generator_ltr/ + generator_rtl/ + cloze_predictions/
-
-
-# ------------------------------------------------------------------------------------------------ sources
-
-
-def open_source(path, generator=None):
-    """A TF1Source, HFSource or KerasHubSource for --source (and --generator, Hugging Face only)."""
-    from checkpoints import keras_hub_preset
-
-    path = pathlib.Path(path)
-    if keras_hub_preset.is_keras_hub_preset(path):
-        if generator is not None:
-            raise InputError("--generator is for Hugging Face folders; a keras-hub preset holds one encoder")
-        return keras_hub_preset.KerasHubSource(path)
-    if hf_lib.is_hf_folder(path) or hf_lib.is_hf_folder(path / "discriminator"):
-        discriminator, paired = hf_lib.split_pair(path)
-        if generator is not None and not hf_lib.is_hf_folder(generator):
-            raise InputError(f"--generator {generator}: not a Hugging Face folder (config.json + "
-                             "model.safetensors); pass the generator's folder")
-        return hf_lib.HFSource(discriminator, generator or paired)
-    if hf_lib.is_hf_folder(path / "generator"):
-        raise InputError(f"--source {path}: holds a generator folder but no discriminator/ beside it; the "
-                         "import needs the discriminator (pass its folder, with --generator for the generator)")
-    if generator is not None:
-        raise InputError("--generator is for Hugging Face folders; a TF1 checkpoint holds both towers")
-    if not path.exists() and not pathlib.Path(f"{path}.index").exists():
-        raise InputError(f"--source {path}: no such file or folder; pass a TF1 checkpoint prefix or folder, "
-                         "or a Hugging Face ELECTRA folder")
-    return tf1_lib.TF1Source(tf1_lib.resolve_tf1_prefix(path))
 
 
 def _require(source, name):
