@@ -259,8 +259,9 @@ def test_bad_input_is_one_line_exit_2(model_dir, tmp_path, capsys, case, fragmen
 def test_file_names_match_their_writers():
     from checkpoints.saved_model import SERVING_INFO
     from finetune.saved import INFO_FILE
+    from inference import sources
 
-    assert (predict.SERVING_INFO, predict.FINETUNING_INFO) == (SERVING_INFO, INFO_FILE)
+    assert (sources.SERVING_INFO, sources.FINETUNING_INFO) == (SERVING_INFO, INFO_FILE)
 
 
 def test_the_command_in_its_own_process(model_dir):

@@ -1,7 +1,7 @@
 """An ONNX export folder (`--format onnx`) for inference.predict: what the folder says about its model
 (electra_onnx.json), its tokenizer (this project's, from the folder's vocabulary) and model.onnx's forward
-pass in ONNX Runtime. inference.predict.OnnxPredictor puts them in place of the fine-tuned folder's, so the
-featurisation and batching stay the fine-tuned folder's own. No TensorFlow model is loaded.
+pass in ONNX Runtime. inference.predictors.OnnxPredictor puts them in place of the fine-tuned folder's, so
+the featurisation and batching stay the fine-tuned folder's own. No TensorFlow model is loaded.
 """
 import json
 import types
@@ -24,7 +24,7 @@ def read_info(folder):
 
 
 def source_fields(folder):
-    """inference.predict.ModelSource's fields (task, kind, label_names, is_pair, max_seq_length)."""
+    """inference.sources.ModelSource's fields (task, kind, label_names, is_pair, max_seq_length)."""
     values = read_info(folder)
     try:
         return {"task": values.get("task") or folder.name, "kind": values["kind"],
