@@ -20,7 +20,7 @@ PLAN_FILE = "plan.json"  # what a device call's collect writes beside <arm>/: th
 def read_run(metrics_file):
     """(records, the run record or None, a note or None) of a metrics.jsonl, as far as it is whole: a run killed
     at its hard limit can leave half a last line, which is dropped (the note says so)."""
-    from training_jax.pretrain import LEGACY_RUN_FILE
+    from pretrain_loop.metrics_file import LEGACY_RUN_FILE
 
     path = pathlib.Path(metrics_file)
     lines = [line for line in path.read_text().splitlines() if line.strip()]

@@ -60,11 +60,16 @@ PIECES_SCRIPT = textwrap.dedent('''
 
 
 def without_timing(records):
-    drop = ("steps_per_second", "wall_clock_seconds", "compile_seconds")
+    from pretrain_loop.base import TIMING_KEYS  # a window's rates
+
+    drop = TIMING_KEYS + ("wall_clock_seconds", "compile_seconds")
     return [{k: v for k, v in record.items() if k not in drop} for record in records]
 
 
-def test_a_run_in_pieces_equals_a_run_that_never_stopped(tmp_path):
+@pytest.fixture(scope="module")
+def pieces_run(tmp_path_factory):
+    """(the export, its export.json, the runs' folder, what the script returned) of the whole run and the pieces."""
+    tmp_path = tmp_path_factory.mktemp("jax_pieces")
     export = export_tiny_run(tmp_path, steps=12, checkpoints=2)
     study = json.loads((export / "export.json").read_text())
     study["log_every"] = 4  # windows that a pause splits: their partial sums must survive it
@@ -72,7 +77,11 @@ def test_a_run_in_pieces_equals_a_run_that_never_stopped(tmp_path):
     (export / "export.json").write_text(json.dumps(study))
     root = tmp_path / "runs"
     script = PIECES_SCRIPT.replace("sys.argv[1], sys.argv[2]", f"{str(export)!r}, {str(root)!r}")
-    results = run_script_under_jax(script, REPO_ROOT)
+    return export, study, root, run_script_under_jax(script, REPO_ROOT)
+
+
+def test_a_run_in_pieces_equals_a_run_that_never_stopped(pieces_run):
+    export, study, root, results = pieces_run
 
     assert results["whole"] == "done" and results["whole_blocks"] and results["guarded_block"] == 4
     # the whole run: the block of 4 and the single step (checkpoints at 6 and 12 are no block ends); each piece,
@@ -103,6 +112,37 @@ def test_a_run_in_pieces_equals_a_run_that_never_stopped(tmp_path):
     records = [json.loads(line) for line in (pieces / "metrics.jsonl").read_text().splitlines()]
     # begun again (the earlier lines up to step 12 dropped), not complete
     assert all(r["step"] <= 2 and r["split"] != "run" for r in records)
+
+
+def test_the_tensorflow_run_writes_the_same_metrics_file(pieces_run, capsys):
+    """run_pretraining.py on the export's dataset and config, at the JAX run's cadence (windows of 4, checkpoints
+    at 6 and 12, evaluations every 4 and at each checkpoint): its metrics.jsonl has the same lines (split and
+    step), the same keys in each, and a run record with the same keys; both are TensorBoard's scalars too."""
+    import run_pretraining
+
+    export, study, root, _ = pieces_run
+    config = json.loads((export / "config_electra.json").read_text())
+    overrides = {key: config[key] for key in ("model_size", "model_hparam_overrides", "train_batch_size",
+                                               "eval_batch_size", "num_eval_steps", "num_train_steps",
+                                               "num_warmup_steps", "learning_rate", "do_eval")}
+    overrides.update(iterations_per_loop=study["log_every"], eval_every_steps=study["eval_every"]["electra"],
+                     save_checkpoints_steps=6, extra_checkpoint_steps=[6])
+    data_dir = export.parent / "data"
+    run_pretraining.main(["--model-name", "electra_tf", "--data-dir", str(data_dir), "--hparams",
+                          json.dumps(overrides)])
+    assert "step 12/12 (100%)" in capsys.readouterr().out
+    tf_lines, jax_lines = ([json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines()]
+                           for folder in (data_dir / "models" / "electra_tf", root / "whole"))
+    assert [(r["split"], r.get("step")) for r in tf_lines] == [(r["split"], r.get("step")) for r in jax_lines]
+    assert [(r["split"], r["step"]) for r in jax_lines if r["split"] == "eval"] == [
+        ("eval", 4), ("eval", 6), ("eval", 8), ("eval", 12)]
+    assert [sorted(r) for r in tf_lines] == [sorted(r) for r in jax_lines]
+    assert tf_lines[-1]["backend"] == "tensorflow" and jax_lines[-1]["backend"] == "jax"
+    assert tf_lines[-1]["config"]["num_train_steps"] == jax_lines[-1]["config"]["num_train_steps"] == 12
+    for folder in (data_dir / "models" / "electra_tf", root / "whole"):
+        for split in ("train", "eval"):
+            assert list((folder / "logs" / split).glob("events.out.tfevents.*")), (folder, split)
+    assert (data_dir / "models" / "electra_tf" / "logs" / "curves.png").is_file()
 
 
 def test_packed_examples_round_trip():

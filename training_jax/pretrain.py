@@ -25,7 +25,12 @@ Writes to --out:
   metrics.jsonl       one JSON line per log window ({"split": "train", "step", metric...}, averaged over
                       the window) and per evaluation on the held-out examples ({"split": "eval", ...}); last,
                       {"split": "run", ...}: the config, device, steps, wall-clock and throughput, which
-                      marks the run complete
+                      marks the run complete (pretrain_loop.metrics_file: run_pretraining.py writes the same)
+  logs/train, logs/eval  the same values as TensorBoard scalars (pretrain_loop.event_file, no TensorFlow)
+
+The cadence of logging, evaluating, saving, pausing and stopping before the time limit is
+pretrain_loop.base.PretrainingLoop's, which run_pretraining.py's loop shares; this module supplies the
+updates (blocks of K under one jit that stop at each event's exact step), the state and the weights.
 """
 import argparse
 import json
@@ -36,6 +41,10 @@ import time
 
 from common.atomic import atomic_path
 from common.errors import InputError, exit_on_input_error
+from pretrain_loop.base import DONE, PAUSED, PretrainingLoop
+from pretrain_loop.cadence import Cadence
+# the studies and training_jax.run read them here
+from pretrain_loop.metrics_file import LEGACY_RUN_FILE, METRICS_FILE, read_metrics  # noqa: F401
 from training_jax import fit
 from training_jax import state as state_lib
 from training_jax.arrays import load_packed, unpack_examples
@@ -43,21 +52,7 @@ from training_jax.export_file import model_entry, read_export_file
 
 TRAIN_ARRAYS = "train.npz"
 EVAL_ARRAYS = "eval.npz"
-METRICS_FILE = "metrics.jsonl"
 COMPILE_CACHE = "jax_cache"  # in the export folder: compiled programs shared by the pieces of its runs
-LEGACY_RUN_FILE = "run.json"  # where the first runs (studies/device_curves/h100_probe) wrote the run record
-DONE, PAUSED = "done", "paused"
-
-
-def read_metrics(folder):
-    """({"train": [...], "eval": [...]}, the run record or None while unfinished) of a run's folder."""
-    path = pathlib.Path(folder) / METRICS_FILE
-    records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    splits = {split: [r for r in records if r["split"] == split] for split in ("train", "eval")}
-    runs = [r for r in records if r["split"] == "run"]
-    legacy = pathlib.Path(folder) / LEGACY_RUN_FILE
-    run = runs[-1] if runs else json.loads(legacy.read_text()) if legacy.is_file() else None
-    return splits, run
 
 
 def weights_file(step):
@@ -192,14 +187,16 @@ def save_weights(path, model, dtype):
         np.savez(temp, **values)
 
 
-class Run:
-    """One model's training from exported arrays: the device state, the loop, its pieces and its files."""
+class Run(PretrainingLoop):
+    """One model's training from exported arrays: the device state, its blocks of updates, its pieces and its
+    files; the cadence (log windows, evaluations, saves, pause, time limit, metrics) is PretrainingLoop's."""
 
     def __init__(self, args, config_file=None):
         import jax
         import keras
         import numpy as np
 
+        super().__init__(args.out)
         self.args = args
         plan = self.plan = read_export_file(args.export, "pass the folder python -m training_jax.export wrote")
         model_entry(plan, args.export, args.model)
@@ -215,14 +212,14 @@ class Run:
         if args.init_from:  # before the state is taken from the model: the run starts from these weights
             self.init_from_weights(args.init_from)
         self.state_dir = args.state_dir or args.export / f"state_{args.model}"
-        self.metrics_path = args.out / METRICS_FILE
         config = self.config
         self.log(f"device {self.device.platform} {self.device.device_kind}; jax {jax.__version__}, keras "
                  f"{keras.__version__}; {config.num_train_steps} steps of batch {config.train_batch_size}, "
                  f"checkpoints {self.checkpoint_steps}")
 
-        packed = load_packed(args.export / TRAIN_ARRAYS)
-        self.train_examples = {k: jax.device_put(v, self.device) for k, v in unpack_examples(packed).items()}
+        train_examples = unpack_examples(load_packed(args.export / TRAIN_ARRAYS))
+        self.example_tokens = np.asarray(train_examples["input_mask"]).sum(axis=1)  # for tokens/s, on the host
+        self.train_examples = {k: jax.device_put(v, self.device) for k, v in train_examples.items()}
         eval_examples = unpack_examples(load_packed(args.export / EVAL_ARRAYS))
         self.num_train = int(self.train_examples["input_ids"].shape[0])
         size = config.eval_batch_size
@@ -230,7 +227,7 @@ class Run:
                              for i in range(0, len(eval_examples["input_ids"]) - size + 1, size)
                              ][:config.num_eval_steps]
         self.log(f"{self.num_train} training examples, {len(self.eval_batches)} held-out batches of {size}")
-        self.train, self.evaluate, zero_stats = make_functions(self.model, self.optimizer)
+        self.train_fn, self.evaluate_fn, zero_stats = make_functions(self.model, self.optimizer)
         self.block_steps = args.steps_per_dispatch or default_block_steps(self.device.platform, self.log_every)
         # Everything committed to the device up front: the jitted functions' outputs are, and inputs placed
         # otherwise would make the second call compile again (seen: the compile time twice over).
@@ -245,7 +242,7 @@ class Run:
                                         self.device)
         self.stats_tree = jax.tree_util.tree_structure(self.stats_sum)
         self.set_schedule_steps()
-        self.step, self.wall_before = 0, 0.0
+        self.window_tokens, self.last_loss = 0, None
         self.trial = None  # a copy of the initial state that --fit-minutes measures on
 
     def init_from_weights(self, files):
@@ -271,22 +268,22 @@ class Run:
         import numpy as np
 
         count = count or self.block_steps
-        indices = jax.device_put(np.stack([self.batches.next() for _ in range(count)]), self.device)
-        return self.train(state, stats_sum, self.train_examples, indices, self.schedule_steps)
-
-    def next_block(self, total):
-        """Updates in the next dispatch: a whole block, or single steps where a log window, an evaluation,
-        a checkpoint, a pause or the end comes sooner (so that each happens at its exact step)."""
-        step = self.step
-        events = [total, (step // self.log_every + 1) * self.log_every,
-                  (step // self.eval_every + 1) * self.eval_every]
-        events += [s for s in self.checkpoint_steps if s > step]
-        if self.args.pause_at_step > step:
-            events.append(self.args.pause_at_step)
-        return self.block_steps if min(events) - step >= self.block_steps else 1
+        indices = np.stack([self.batches.next() for _ in range(count)])
+        self.window_tokens += int(self.example_tokens[indices].sum())
+        return self.train_fn(state, stats_sum, self.train_examples, jax.device_put(indices, self.device),
+                             self.schedule_steps)
 
     def log(self, message):
         print(f"[{time.strftime('%H:%M:%S')}] {self.args.model}: {message}", flush=True)
+
+    def say(self, line, error=False):
+        self.log(line)
+
+    def cadence(self):
+        """Logs every log_every steps, evaluates every eval_every and at each checkpoint, writes weights there."""
+        return Cadence(self.config.num_train_steps, self.log_every, save_steps=tuple(self.checkpoint_steps),
+                       eval_every=self.eval_every, eval_steps=tuple(self.checkpoint_steps),
+                       pause_at=self.args.pause_at_step)
 
     # ------------------------------------------------------------ the state between pieces
     def _groups(self):
@@ -296,12 +293,12 @@ class Run:
         return {"trainable": trainable, "non_trainable": non_trainable, "optimizer": optimizer_vars,
                 "eval_non_trainable": self.eval_state0, "stats": jax.tree_util.tree_leaves(self.stats_sum)}
 
-    def save(self, wall_seconds):
+    def save_state(self, wall_seconds):
         import jax
 
         groups = jax.device_get(self._groups())
-        metadata = {"batches": self.batches.position(), "metrics_bytes": self.metrics_path.stat().st_size,
-                    "wall_seconds": wall_seconds}
+        metadata = {"batches": self.batches.position(), "metrics_bytes": self.metrics_file.size(),
+                    "wall_seconds": wall_seconds, "window_tokens": self.window_tokens}
         state_lib.save_state(self.state_dir, self.step, groups, metadata)
 
     def resume(self):
@@ -310,10 +307,10 @@ class Run:
 
         saved = state_lib.load_state(self.state_dir)
         if saved is None:
-            if self.metrics_path.is_file() and self.metrics_path.stat().st_size:
+            if self.metrics_file.size():
                 self.log(f"no saved state in {self.state_dir}: the earlier pieces are lost, starting over at "
                          "step 0")
-            self.metrics_path.write_text("")
+            self.metrics_file.start_over()
             return
         step, groups, metadata = saved
         try:
@@ -321,11 +318,10 @@ class Run:
                                     jax.device_get(self._groups()))
         except ValueError as error:
             raise InputError(str(error)) from None
-        if not self.metrics_path.is_file() or self.metrics_path.stat().st_size < metadata["metrics_bytes"]:
-            raise InputError(f"{self.metrics_path} is shorter than when the state in {self.state_dir} was saved; "
-                             f"pass the --out of that run, or delete {self.state_dir} to start over")
-        with self.metrics_path.open("r+") as metrics:  # lines written after the save are written again
-            metrics.truncate(metadata["metrics_bytes"])
+        if self.metrics_file.size() < metadata["metrics_bytes"]:
+            raise InputError(f"{self.metrics_file.path} is shorter than when the state in {self.state_dir} was "
+                             f"saved; pass the --out of that run, or delete {self.state_dir} to start over")
+        self.metrics_file.truncate(metadata["metrics_bytes"])  # lines written after the save are written again
         self.state = jax.device_put((groups["trainable"], groups["non_trainable"], groups["optimizer"]),
                                     self.device)
         self.eval_state0 = jax.device_put(groups["eval_non_trainable"], self.device)
@@ -333,21 +329,74 @@ class Run:
                                         self.device)
         self.batches.restore(metadata["batches"])
         self.step, self.wall_before = step, metadata["wall_seconds"]
+        self.window_tokens = metadata.get("window_tokens", 0)
         self.log(f"resumed at step {step} from {self.state_dir}")
 
-    # ------------------------------------------------------------ the loop
-    def write_metrics(self, record):
-        with self.metrics_path.open("a") as out:
-            out.write(json.dumps(record) + "\n")
+    # ------------------------------------------------------------ the loop's hooks (pretrain_loop.base)
+    def run_updates(self, count):
+        self.state, self.stats_sum, self.last_loss = self.train_steps(self.state, self.stats_sum, count)
+        return self.step + count
+
+    def updates_until(self, step, event):
+        """A whole block, or single steps where an event comes sooner (so that each happens at its exact step)."""
+        return self.block_steps if event - step >= self.block_steps else 1
+
+    def wait_for_updates(self):
+        self.last_loss.block_until_ready()
+
+    def after_first_updates(self, seconds):
+        self.log(f"first step (compile + run) {seconds:.1f} s")
+        self.log(f"{self.block_steps} update(s) per dispatch; layers {'scanned' if self.scan_layers else 'unrolled'}")
+
+    def window_metrics(self):
+        import jax
+
+        values = self.model.finalize_metrics(jax.device_get(self.stats_sum))
+        self.stats_sum = jax.tree_util.tree_map(jax.numpy.zeros_like, self.stats_sum)
+        steps = self.step - self.window_from
+        tokens, self.window_tokens = self.window_tokens, 0
+        return values, tokens, steps * self.config.train_batch_size
+
+    def check_window(self, step, metrics):
+        import numpy as np
+
+        if not np.isfinite(metrics["total_loss"]):
+            sys.exit(f"error: {self.args.model}: the loss is not finite at step {step}")
+
+    def learning_rate(self, step):
+        from training_jax.step import SizedSchedule
+
+        schedule = self.optimizer._learning_rate
+        if isinstance(schedule, SizedSchedule):  # the run's own length (sized or not), not the compiled one's
+            return float(schedule.schedule.rate(step, self.config.num_train_steps, self.config.num_warmup_steps))
+        return float(schedule(step) if callable(schedule) else schedule)
+
+    def held_out_metrics(self, step):
+        return self.evaluate_held_out(), len(self.eval_batches)
+
+    def save_checkpoint(self, step):
+        self.write_weights(step)
+
+    def stopped_early(self, step, total):
+        if self.args.fit_minutes and step not in self.checkpoint_steps:
+            self.write_weights(step)  # a sized run cut short still brings back its newest weights
+        self.log(f"stopped at step {step}/{total} to stay inside {self.args.time_limit_minutes:g} minutes; "
+                 "run the same command again to continue")
+
+    def run_record(self):
+        import jax
+        import keras
+
+        return {"model": self.args.model, "backend": "jax", "config": self.config.to_dict(),  # as sized, not exported
+                "device": f"{self.device.platform} {self.device.device_kind}",
+                "versions": {"jax": jax.__version__, "keras": keras.__version__},
+                "checkpoint_steps": self.checkpoint_steps, "weights_dtype": self.args.weights_dtype,
+                "train_examples": self.num_train, "eval_examples": len(self.eval_batches) * self.config.eval_batch_size}
 
     def run(self, started=None):
         """Trains until the last step, --pause-at-step, or the time limit counted from `started` (a
         time.monotonic() reading: the process's start, so that building and compiling count); returns DONE
         or PAUSED."""
-        import jax
-        import keras
-        import numpy as np
-
         args = self.args
         args.out.mkdir(parents=True, exist_ok=True)
         self.resume()
@@ -362,73 +411,16 @@ class Run:
                                  "over with --fit-minutes, or continue it without")
             fit.size_run(self, started, args.fit_minutes, args.measure_steps)
             self.sized, total = True, self.config.num_train_steps
-            self.write_metrics({"split": "eval", "step": 0, **self.evaluate_held_out()})
-        start = time.monotonic()
-        last_save, compile_seconds, window_start, window_from = start, None, None, self.step
-        timed_start = timed_from = None
+            self.window_tokens = 0  # the measuring's
+            self.evaluate(0)
         limit = args.time_limit_minutes * 60 if args.time_limit_minutes else None
         if args.fit_minutes and not limit:
             limit = args.fit_minutes * 60 + fit.RESERVE_SECONDS  # the sized run ends before; this is the hard stop
-        while self.step < total:
-            count = self.next_block(total)
-            self.state, self.stats_sum, loss = self.train_steps(self.state, self.stats_sum, count)
-            self.step += count
-            step = self.step
-            if compile_seconds is None:
-                loss.block_until_ready()
-                compile_seconds = time.monotonic() - start
-                self.log(f"first step (compile + run) {compile_seconds:.1f} s")
-                timed_start, timed_from = time.monotonic(), step
-                window_start, window_from = timed_start, step
-                self.log(f"{self.block_steps} update(s) per dispatch; layers "
-                         f"{'scanned' if self.scan_layers else 'unrolled'}")
-            if step % self.log_every == 0 or step == total:
-                values = self.model.finalize_metrics(jax.device_get(self.stats_sum))
-                self.stats_sum = jax.tree_util.tree_map(jax.numpy.zeros_like, self.stats_sum)
-                if not np.isfinite(values["total_loss"]):
-                    sys.exit(f"error: {args.model}: the loss is not finite at step {step}")
-                now = time.monotonic()
-                rate = (step - window_from) / (now - window_start) if now > window_start else 0.0
-                window_start, window_from = now, step
-                self.write_metrics({"split": "train", "step": step, "steps_per_second": rate, **values})
-                eta = (total - step) / rate if rate else 0.0
-                self.log(f"step {step}/{total} {rate:.1f} steps/s, ETA {eta:.0f} s; " + ", ".join(
-                    f"{k} {values[k]:.4f}" for k in ("masked_lm_accuracy", "disc_auc", "total_loss") if k in values))
-            if step % self.eval_every == 0 or step == total or step in self.checkpoint_steps:
-                self.write_metrics({"split": "eval", "step": step, **self.evaluate_held_out()})
-            if step in self.checkpoint_steps:
-                self.write_weights(step)
-            now = time.monotonic()
-            wall = self.wall_before + now - start
-            if step == args.pause_at_step and step < total:
-                self.save(wall)
-                self.log(f"paused at step {step} (--pause-at-step); the same command continues")
-                return PAUSED
-            # Before the limit: a save takes seconds, and the next window must fit as well.
-            window = (now - timed_start) / max(1, step - timed_from) * self.log_every if timed_start else 0.0
-            if limit and step < total and now - started + 2 * window + 30 > limit:
-                self.save(wall)
-                if args.fit_minutes and step not in self.checkpoint_steps:
-                    self.write_weights(step)  # a sized run cut short still brings back its newest weights
-                self.log(f"stopped at step {step}/{total} to stay inside {args.time_limit_minutes:g} minutes; "
-                         "run the same command again to continue")
-                return PAUSED
-            if now - last_save > args.save_every_minutes * 60 and step < total:
-                self.save(wall)
-                last_save = time.monotonic()
-        wall = self.wall_before + time.monotonic() - start
-        timed = time.monotonic() - timed_start if timed_start else 0.0
-        self.write_metrics({
-            "split": "run", "model": args.model, "config": self.config.to_dict(),  # as sized, not as exported
-            "device": f"{self.device.platform} {self.device.device_kind}", "jax": jax.__version__,
-            "keras": keras.__version__, "num_train_steps": total,
-            "checkpoint_steps": self.checkpoint_steps, "wall_clock_seconds": round(wall, 1),
-            "compile_seconds": round(compile_seconds or 0.0, 1),
-            "steps_per_second": round((total - timed_from) / timed, 2) if timed else None,
-            "weights_dtype": args.weights_dtype, "train_examples": self.num_train,
-            "eval_examples": len(self.eval_batches) * self.config.eval_batch_size})
-        self.save(wall)  # the finished state, run record included: a rerun says "done" instead of training
-        self.log(f"done: {total} steps, {wall:.0f} s of training over all pieces")
+        if self.train(self.cadence(), started, limit, args.save_every_minutes * 60) == PAUSED:
+            return PAUSED
+        self.write_run_record(total)
+        self.save_state(self.wall_seconds)  # the finished state, run record included: a rerun says "done"
+        self.log(f"done: {total} steps, {self.wall_seconds:.0f} s of training over all pieces")
         return DONE
 
     def measure(self, steps):
@@ -492,7 +484,7 @@ class Run:
 
         non_trainable, summed = self.eval_state0, None
         for batch in self.eval_batches:
-            stats, non_trainable = self.evaluate(self.state[0], non_trainable, batch)
+            stats, non_trainable = self.evaluate_fn(self.state[0], non_trainable, batch)
             summed = stats if summed is None else add_stats(summed, stats)
         return self.model.finalize_metrics(jax.device_get(summed))
 
