@@ -1,6 +1,6 @@
-"""The rows to predict as the command uses them: an input read twice (checked whole before the model is
-loaded, then predicted), and windows of rows. Parsing a row is inference/rows.py's job; nothing here
-imports TensorFlow.
+"""The text the commands read: the rows to predict as inference.predict uses them (an input read twice:
+checked whole before the model is loaded, then predicted; windows of rows) and the plain lines of a --file
+for the inspector and the scorer. Parsing a row is inference/rows.py's job; nothing here imports TensorFlow.
 """
 import os
 import pathlib
@@ -110,3 +110,20 @@ def windows(items, size):
                 window = []
     if window:
         yield window
+
+
+def read_lines(file):
+    """The lines of a `--file`; InputError for a missing or non-UTF-8 file.
+
+    Args:
+        file: a `pathlib.Path` of a UTF-8 text file; None or "-": stdin.
+    """
+    if file is None or str(file) == "-":
+        return sys.stdin.read().splitlines()
+    if not file.is_file():
+        raise InputError(f"--file {file}: no such file; pass a text file with one text per line")
+    try:
+        return file.read_text(encoding="utf-8").splitlines()
+    except UnicodeDecodeError as error:
+        raise InputError(f"--file {file}: not UTF-8 text ({error.reason} at byte {error.start}); "
+                         "save it as UTF-8") from None

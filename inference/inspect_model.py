@@ -36,6 +36,8 @@ import numpy as np  # noqa: E402
 from data import paths  # noqa: E402
 from common.errors import InputError, exit_on_input_error  # noqa: E402
 from storage.model_folder import require_tensorflow_backend  # noqa: E402
+from inference.inputs import read_lines  # noqa: E402
+from inference.sources import pretrained_folder  # noqa: E402
 
 MASK_LITERAL = "[MASK]"
 CAUGHT = 0.5  # the threshold of the run's disc_precision / disc_recall
@@ -152,38 +154,7 @@ def softmax(logits):
     return shifted / shifted.sum(axis=-1, keepdims=True)
 
 
-def model_folder(data_dir, name):
-    """<data-dir>/models/<name>, checked: one line naming what is missing when it is not a model folder."""
-    from storage.model_folder import CONFIG_FILE, has_config, latest_checkpoint
-
-    models = paths.models_dir(data_dir)
-    folder = models / name
-    if not has_config(folder):
-        trained = sorted(p.name for p in models.glob("*") if has_config(p))
-        where = (f"models there: {', '.join(trained)}" if trained else
-                 f"train one with run_pretraining.py --model-name {name}")
-        raise InputError(f"--model-name {name}: no model folder {folder} (no {CONFIG_FILE}); {where}, or pass the "
-                         "--data-dir it was trained in")
-    if latest_checkpoint(folder) is None:
-        raise InputError(f"--model-name {name}: {folder} holds no checkpoint yet; let run_pretraining.py save "
-                         "one (every save_checkpoints_steps) and run this again")
-    return folder
-
-
 # ------------------------------------------------------------------------------------------------ texts
-
-
-def read_lines(file):
-    """The lines of --file (None or "-": stdin); InputError for a missing or non-UTF-8 file."""
-    if file is None or str(file) == "-":
-        return sys.stdin.read().splitlines()
-    if not file.is_file():
-        raise InputError(f"--file {file}: no such file; pass a text file with one text per line")
-    try:
-        return file.read_text(encoding="utf-8").splitlines()
-    except UnicodeDecodeError as error:
-        raise InputError(f"--file {file}: not UTF-8 text ({error.reason} at byte {error.start}); "
-                         "save it as UTF-8") from None
 
 
 def read_texts(args):
@@ -396,7 +367,7 @@ def main(argv=None, stdout=None):
     if not texts and not args.held_out:
         raise InputError("nothing to inspect; give a text, --file FILE or --held-out N")
     require_tensorflow_backend("inference.inspect_model")
-    inspector = Inspector(model_folder(data_dir, args.model_name))
+    inspector = Inspector(pretrained_folder(data_dir, args.model_name))
     config = inspector.config
     if args.fill_mask and inspector.pretrainer.generator_head is None:
         raise InputError(f"{args.model_name} samples its fakes uniformly (uniform_generator): it has no generator "

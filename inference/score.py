@@ -157,7 +157,7 @@ def read_texts(args):
     """The arguments, else every non-empty line of --file (- or no --file: stdin)."""
     if args.texts:
         return list(args.texts)
-    from inference.inspect_model import read_lines
+    from inference.inputs import read_lines
 
     where = "stdin" if args.file is None or str(args.file) == "-" else f"--file {args.file}"
     texts = [line for line in read_lines(args.file) if line.strip()]
@@ -195,13 +195,13 @@ def parse_args(argv=None):
 
 @exit_on_input_error
 def main(argv=None, stdout=None):
-    from inference.inspect_model import model_folder
+    from inference.sources import pretrained_folder
     from storage.model_folder import read_config
 
     args = parse_args(argv)
     stdout = stdout or sys.stdout
     data_dir = args.data_dir or paths.default_data_dir()
-    folder = model_folder(data_dir, args.model_name)
+    folder = pretrained_folder(data_dir, args.model_name)
     check_scorer(read_config(folder), args.model_name, args.scorer)
     texts = read_texts(args)
     require_tensorflow_backend("inference.score")

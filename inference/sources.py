@@ -1,6 +1,7 @@
-"""Which model a `--model-dir` path means, and what it says about itself before any weight is read.
+"""Which model a `--model-dir` path or a `--model-name` means, and what it says before any weight is read.
 
-A fine-tuned model folder (finetuning_info.json), a pretrained model folder with a task (its newest
+A pretrained model folder by name (`pretrained_folder`: the inspector's and the scorer's). For predictions,
+a fine-tuned model folder (finetuning_info.json), a pretrained model folder with a task (its newest
 fine-tuned model of that task), an exported SavedModel (electra_serving.json) or an ONNX export folder
 (electra_onnx.json): each gives a `ModelSource` with the task, kind, label names, pair or single input and
 max_seq_length, read from the folder, never from a list of known tasks. Nothing here imports TensorFlow.
@@ -10,6 +11,7 @@ import json
 import pathlib
 
 from common.errors import InputError
+from data import paths
 
 FINETUNING_INFO = "finetuning_info.json"  # finetune.saved.INFO_FILE
 SERVING_INFO = "electra_serving.json"  # what checkpoints.saved_model writes beside a SavedModel
@@ -152,3 +154,34 @@ def _saved_model_source(path):
     kind = "tagging" if "tags" in outputs else "regression" if "score" in outputs else "classification"
     return ModelSource(path, True, info.get("task") or path.name, kind, tuple(info.get("label_names", [])),
                        bool(info.get("is_pair")), int(info.get("max_seq_length", 0)))
+
+
+def pretrained_folder(data_dir, name):
+    """`<data-dir>/models/<name>`, checked: one line naming what is missing when it is not a model folder.
+
+    A model folder needs its config and at least one checkpoint (run_pretraining.py writes both).
+
+    Args:
+        data_dir: the data folder the model was trained in.
+        name: the model's `--model-name`.
+
+    Example:
+
+    ```python
+    folder = pretrained_folder(paths.default_data_dir(), "electra_tiny")  # electra_data/models/electra_tiny
+    ```
+    """
+    from storage.model_folder import CONFIG_FILE, has_config, latest_checkpoint
+
+    models = paths.models_dir(data_dir)
+    folder = models / name
+    if not has_config(folder):
+        trained = sorted(p.name for p in models.glob("*") if has_config(p))
+        where = (f"models there: {', '.join(trained)}" if trained else
+                 f"train one with run_pretraining.py --model-name {name}")
+        raise InputError(f"--model-name {name}: no model folder {folder} (no {CONFIG_FILE}); {where}, or pass the "
+                         "--data-dir it was trained in")
+    if latest_checkpoint(folder) is None:
+        raise InputError(f"--model-name {name}: {folder} holds no checkpoint yet; let run_pretraining.py save "
+                         "one (every save_checkpoints_steps) and run this again")
+    return folder
