@@ -16,6 +16,11 @@ tests/test_scan_layers.py check):
   new + scan_layers     and each encoder's layers as one scan over their stacked weights (--scan-layers: a
                         program that holds the layer once; compile seconds side by side)
   new + flat update     and AdamW on flat vectors with one global norm (training_jax.pretrain --flat-update)
+  new + bf16 softmax    and the attention's scores, softmax and dropout in the compute dtype (bfloat16 under
+                        mixed_bfloat16: no float32 [B,H,S,S]; training_jax.step.use_compute_dtype_softmax; the same
+                        within bfloat16 rounding, tests/test_attention_dtype.py)
+  new + rbg             and the random bits from XLA's RngBitGenerator instead of threefry (training_jax.rng; other
+                        bits, the same distributions, tests/test_jax_rng.py)
 and with --ablations "new" with each change taken out alone. Each variant compiles its own program: the first
 block (compile + run) is reported apart, then steps/s over --seconds of blocks, its analytic TFLOP/s
 (bench/flops.py) and share of the device's dense bf16 peak, and the lowered step's structure (dot_general,
@@ -32,14 +37,16 @@ import time
 os.environ.setdefault("KERAS_BACKEND", "jax")
 
 DEFAULT_CHANGES = ("blocks", "qkv", "argmax")  # what training_jax.pretrain runs on an accelerator
-CHANGES = DEFAULT_CHANGES + ("scan_layers", "flat_update")
+CHANGES = DEFAULT_CHANGES + ("scan_layers", "flat_update", "bf16_softmax", "rbg")
 
 
 @contextlib.contextmanager
 def step_pieces(changes):
-    """Today's Q/K/V and top_k put back unless "qkv" / "argmax" are in `changes`, while a step is traced."""
+    """Today's Q/K/V and top_k put back unless "qkv" / "argmax" are in `changes`, and RngBitGenerator's bits with
+    "rbg", while a step is traced."""
     from model import attention
     from pretrain import sampling
+    from training_jax.rng import DEFAULT_PRNG, use_prng
 
     saved = attention.SelfAttention.project_qkv, sampling.argmax_by_top_k
     if "qkv" not in changes:
@@ -51,6 +58,7 @@ def step_pieces(changes):
         yield
     finally:
         attention.SelfAttention.project_qkv, sampling.argmax_by_top_k = saved
+        use_prng(DEFAULT_PRNG)
 
 
 def lowered_structure(lowered_text):
@@ -68,13 +76,16 @@ def measure_variant(args, name, changes, examples_np, device, timed=True):
 
     from bench.pretrain_step_gpu import build
     from training_jax.pretrain import make_functions
-    from training_jax.step import use_layer_scan
+    from training_jax.rng import DEFAULT_PRNG, use_prng
+    from training_jax.step import use_compute_dtype_softmax, use_layer_scan
 
     with step_pieces(changes):
         config, model, optimizer = build(args)
         if hasattr(optimizer, "fused"):
             optimizer.fused = "flat_update" in changes
         use_layer_scan(model, "scan_layers" in changes)
+        use_compute_dtype_softmax(model, "bf16_softmax" in changes)
+        use_prng("rbg" if "rbg" in changes else DEFAULT_PRNG)  # after the build: the same initial weights
         train, _, zero_stats = make_functions(model, optimizer)
         examples = {k: jax.device_put(v, device) for k, v in examples_np.items()}
         state = jax.device_put(([v.value for v in model.trainable_variables],
@@ -113,10 +124,12 @@ def measure_variant(args, name, changes, examples_np, device, timed=True):
 
 
 def variants(ablations):
-    """{name: changes}: today's, the default, the default with its layers scanned, with the flat update; with
+    """{name: changes}: today's, the default, the default with its layers scanned, with the flat update, with the
+    attention in the compute dtype, with RngBitGenerator's bits; with
     `ablations` the default less each change."""
     chosen = {"today": (), "new": DEFAULT_CHANGES, "new + scan_layers": DEFAULT_CHANGES + ("scan_layers",),
-              "new + flat update": DEFAULT_CHANGES + ("flat_update",)}
+              "new + flat update": DEFAULT_CHANGES + ("flat_update",),
+              "new + bf16 softmax": DEFAULT_CHANGES + ("bf16_softmax",), "new + rbg": DEFAULT_CHANGES + ("rbg",)}
     if ablations:
         chosen.update({f"new without {change}": without(DEFAULT_CHANGES, change) for change in DEFAULT_CHANGES})
     return chosen
