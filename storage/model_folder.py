@@ -29,16 +29,21 @@ from common import atomic
 from common.errors import InputError, short_reason
 from configs.pretraining_config import PretrainingConfig
 
+# What the users of a folder call, by section below. The state file's parser and the damaged-checkpoint
+# messages (read_state, listed_checkpoints, restore_errors, checkpoint_problem, newest_complete_checkpoint,
+# damaged_*_error) and WORDPIECE_VOCAB / vocab_copy_name serve this module only.
 __all__ = [
-    "CONFIG_FILE", "WORDPIECE_VOCAB", "CHECKPOINT_NAME", "STATE_FILE", "require_tensorflow_backend",
-    "has_config", "read_config", "write_config", "find_vocab", "require_vocab", "vocab_copy_name", "copy_vocab",
-    "vocab_copies", "checkpoint_step", "checkpoint_prefix", "saved_checkpoints", "is_complete", "write_state",
-    "link_checkpoint",
-    "read_state", "listed_checkpoints", "latest_checkpoint", "resolve_checkpoint", "checkpoint_exists",
-    "model_trackable", "write_weights", "restore_weights", "holds_optimizer_state", "restore_errors",
-    "checkpoint_problem", "newest_complete_checkpoint", "explaining_damage", "damaged_state_error",
-    "damaged_checkpoint_error", "damaged_source_error", "ModelFolderParts", "read_model_folder",
-    "restore_folder_weights", "write_model_folder",
+    "require_tensorflow_backend",
+    # config and vocabulary
+    "CONFIG_FILE", "has_config", "read_config", "write_config", "find_vocab", "require_vocab", "copy_vocab",
+    "vocab_copies",
+    # checkpoint names and the state file
+    "CHECKPOINT_NAME", "STATE_FILE", "checkpoint_step", "checkpoint_prefix", "saved_checkpoints", "is_complete",
+    "write_state", "link_checkpoint", "latest_checkpoint", "resolve_checkpoint", "checkpoint_exists",
+    # weights, and a damaged checkpoint explained around a restore
+    "model_trackable", "write_weights", "restore_weights", "holds_optimizer_state", "explaining_damage",
+    # whole folders
+    "ModelFolderParts", "read_model_folder", "restore_folder_weights", "write_model_folder",
 ]
 
 CONFIG_FILE = "config.json"

@@ -1,11 +1,13 @@
 """The product's packages import each other in one direction: no import cycle among packages or modules,
 nor among the studies' and benchmarks' (imports inside functions count too: they run, and a loop through
 them is still a loop), nothing in the product imports the benchmarks, the studies or the tests, the storage
-layer sits below its users and builds no model, configs/ stands on common/ and data/ alone, and the JAX
-trainer does not reach into the TensorFlow one. Read from the source with ast: nothing is imported here."""
+layer sits below its users, builds no model and exports only what they call, configs/ stands on common/
+and data/ alone, and the JAX trainer does not reach into the TensorFlow one. Read from the source with ast:
+nothing is imported here."""
 import ast
 import functools
 import pathlib
+import re
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 PRODUCT = ("common", "configs", "data", "model", "pretrain", "storage", "training", "training_jax", "finetune",
@@ -129,3 +131,18 @@ def test_configs_imports_only_the_packages_below_it():
                  for target in edges if package(target) not in ONLY[package(module)] + (package(module),)]
     assert any(package(module) == "configs" for module in graph)
     assert offenders == []
+
+
+def test_storage_exports_what_its_users_call_and_keeps_the_rest_to_itself():
+    path = REPO_ROOT / "storage" / "model_folder.py"
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    exported = next(ast.literal_eval(node.value) for node in tree.body
+                    if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", None) == "__all__")
+    defined = {node.name for node in tree.body if isinstance(node, (ast.FunctionDef, ast.ClassDef))}
+    defined |= {target.id for node in tree.body if isinstance(node, ast.Assign)
+                for target in node.targets if isinstance(target, ast.Name) and target.id != "__all__"}
+    assert set(exported) <= defined
+    own = {name for name in defined - set(exported) if not name.startswith("_")}
+    others = [p for p in module_files(PRODUCT + NOT_PRODUCT).values() if p != path]
+    used = {name for other in others for name in own if re.search(rf"\b{name}\b", other.read_text(encoding="utf-8"))}
+    assert own and used == set()
