@@ -54,13 +54,11 @@ class Inspector:
 
     def __init__(self, folder):
         from pretrain.loaded_folder import load_model_folder
-        from data.tokenization import load_tokenizer
 
         self.folder = load_model_folder(folder)
         self.config = self.folder.config
         self.pretrainer = self.folder.pretrainer
-        vocab = "spm_model" if self.folder.is_sentencepiece else "vocab_file"
-        self.tokenizer = load_tokenizer(**{vocab: self.folder.vocab_file}, lower_case=self.config.do_lower_case)
+        self.tokenizer = self.folder.tokenizer()
 
     # ------------------------------------------------------------------ text → ids
     def encode(self, text):
