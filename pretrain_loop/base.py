@@ -32,7 +32,8 @@ class PretrainingLoop:
         self.step, self.wall_before, self.last_eval = 0, 0.0, None
         self.compile_seconds = self.timed_start = self.timed_from = None
         self.wall_seconds = self.timed_seconds = 0.0
-        self.window_start, self.window_from = time.monotonic(), 0
+        self.window_start, self.window_from = time.monotonic(), 0  # what the window's rate is timed from
+        self.logged_from = 0  # the step the window's sums start after: the last log (a resume restores it)
 
     # ------------------------------------------------------------ what a backend supplies
     def run_updates(self, count):
@@ -48,7 +49,8 @@ class PretrainingLoop:
         """Returns once the updates dispatched have run (an asynchronous backend waits here)."""
 
     def window_metrics(self):
-        """(metrics, tokens, examples) of the log window that ends now; the window's sums start over."""
+        """(metrics, tokens, examples) of the log window that ends now (the updates after self.logged_from); the
+        window's sums start over."""
         raise NotImplementedError
 
     def learning_rate(self, step):
@@ -105,24 +107,30 @@ class PretrainingLoop:
         self.window_start, self.window_from = now or time.monotonic(), step
 
     def log_window(self, step, total):
-        elapsed = max(time.monotonic() - self.window_start, 1e-9)
+        """The window's line, record and scalars. Its rate is timed over the steps since the window's clock
+        started (after the compile where it can, evaluations left out); tokens/s and examples/s are the
+        window's per-step counts at that rate."""
+        rate = (step - self.window_from) / max(time.monotonic() - self.window_start, 1e-9)
         metrics, tokens, examples = self.window_metrics()
-        rate = (step - self.window_from) / elapsed
-        self.say(train_line(step, total, metrics, rate, tokens / elapsed))
+        per_second = rate / max(1, step - self.logged_from)
+        self.say(train_line(step, total, metrics, rate, tokens * per_second))
         self.check_window(step, metrics)
         self.record("train", step, {**metrics, "learning_rate": self.learning_rate(step), "steps_per_second": rate,
-                                    "tokens_per_second": tokens / elapsed, "examples_per_second": examples / elapsed})
+                                    "tokens_per_second": tokens * per_second,
+                                    "examples_per_second": examples * per_second})
         self.restart_window(step)
+        self.logged_from = step
 
     def evaluate(self, step):
         """The held-out evaluation at `step`, printed and recorded; its time is left out of the window's rate."""
+        begun = time.monotonic()
         result = self.held_out_metrics(step)
         self.last_eval = step
         if result is not None:
             metrics, batches = result
             self.say(eval_line(step, metrics, batches))
             self.record("eval", step, metrics)
-        self.restart_window(step)
+        self.window_start += time.monotonic() - begun
         return None if result is None else result[0]
 
     def train(self, cadence, started=None, time_limit_seconds=0.0, save_every_seconds=0.0):

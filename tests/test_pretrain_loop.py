@@ -72,6 +72,9 @@ def test_the_loop_logs_saves_and_evaluates_at_exactly_its_event_steps(tmp_path):
     assert [r["total_loss"] for r in train] == [2.5, 6.5, 9.5]  # each window's own updates, none twice
     assert [r["learning_rate"] for r in train] == [pytest.approx(0.004), pytest.approx(0.008), pytest.approx(0.01)]
     assert set(train[0]) == {"split", "step", "total_loss", "learning_rate", *base.TIMING_KEYS}
+    for record in train:  # the window's tokens and examples per step (10 and 2 here) at its steps/s
+        assert record["tokens_per_second"] == pytest.approx(10 * record["steps_per_second"])
+        assert record["examples_per_second"] == pytest.approx(2 * record["steps_per_second"])
     assert written[-1]["split"] == "run" and written[-1]["num_train_steps"] == 10
     assert {"wall_clock_seconds", "compile_seconds", "steps_per_second", "model", "backend"} <= set(written[-1])
     assert any(line.startswith("step 4/10 (40%) | loss 2.500 |") and "ETA" in line for line in loop.lines)

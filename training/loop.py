@@ -126,7 +126,7 @@ class Run(PretrainingLoop):
             model_folder.restore_weights(pretrainer, self.init_checkpoint)
             say(f"Starting from the weights of {self.init_checkpoint} with a fresh optimizer.")
         self.write_model_folder()
-        step = self.step = int(optimizer.iterations.numpy())
+        step = self.step = self.logged_from = int(optimizer.iterations.numpy())
         if restored:  # the windows and evaluations after the checkpoint are logged again
             self.metrics_file.keep_until(step)
         else:
@@ -200,7 +200,8 @@ class Run(PretrainingLoop):
         return {"model": self.config.model_name, "backend": "tensorflow", "config": self.config.to_dict(),
                 "device": strategy_lib.describe(self.strategy),
                 "versions": {"tensorflow": tf.__version__, "keras": keras.__version__},
-                "checkpoint_steps": [model_folder.checkpoint_step(p) for p in model_folder.saved_checkpoints(self.model_dir)],
+                "checkpoint_steps": [model_folder.checkpoint_step(path)
+                                     for path in model_folder.saved_checkpoints(self.model_dir)],
                 "weights_dtype": "float32",
                 "train_examples": sum(examples.get(pathlib.Path(f).name, 0) for f in self.train_files),
                 "eval_examples": self.eval_examples}

@@ -298,7 +298,8 @@ class Run(PretrainingLoop):
 
         groups = jax.device_get(self._groups())
         metadata = {"batches": self.batches.position(), "metrics_bytes": self.metrics_file.size(),
-                    "wall_seconds": wall_seconds, "window_tokens": self.window_tokens}
+                    "wall_seconds": wall_seconds, "window_tokens": self.window_tokens,
+                    "logged_from": self.logged_from}
         state_lib.save_state(self.state_dir, self.step, groups, metadata)
 
     def resume(self):
@@ -329,7 +330,8 @@ class Run(PretrainingLoop):
                                         self.device)
         self.batches.restore(metadata["batches"])
         self.step, self.wall_before = step, metadata["wall_seconds"]
-        self.window_tokens = metadata.get("window_tokens", 0)
+        self.window_tokens = metadata.get("window_tokens", 0)  # the window's so far (states saved before: none)
+        self.logged_from = metadata.get("logged_from", step)
         self.log(f"resumed at step {step} from {self.state_dir}")
 
     # ------------------------------------------------------------ the loop's hooks (pretrain_loop.base)
@@ -353,9 +355,8 @@ class Run(PretrainingLoop):
 
         values = self.model.finalize_metrics(jax.device_get(self.stats_sum))
         self.stats_sum = jax.tree_util.tree_map(jax.numpy.zeros_like, self.stats_sum)
-        steps = self.step - self.window_from
         tokens, self.window_tokens = self.window_tokens, 0
-        return values, tokens, steps * self.config.train_batch_size
+        return values, tokens, (self.step - self.logged_from) * self.config.train_batch_size
 
     def check_window(self, step, metrics):
         import numpy as np
