@@ -10,8 +10,8 @@ import pathlib
 import re
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
-PRODUCT = ("common", "configs", "data", "model", "pretrain", "storage", "training", "training_jax", "finetune",
-           "checkpoints", "inference", "build_pretraining_dataset", "run_pretraining", "run_finetuning")
+PRODUCT = ("common", "configs", "data", "model", "pretrain", "pretrain_loop", "storage", "training", "training_jax",
+           "finetune", "checkpoints", "inference", "build_pretraining_dataset", "run_pretraining", "run_finetuning")
 NOT_PRODUCT = ("bench", "studies", "tests")
 # What each of these may not import (a package, or a module and what is under it): the storage layer is
 # below every user of a model folder, and the packages that use a folder reach it through storage/, not
@@ -24,7 +24,9 @@ BELOW = {"storage": ("model", "pretrain", "training", "training_jax", "finetune"
          "finetune": ("training", "inference"), "checkpoints": ("training", "inference"),
          "inference": ("training", "checkpoints") + FINETUNE_TRAINING, "training_jax": ("training",)}
 # The only product packages these may import: a run's settings sit below everything that reads them.
-ONLY = {"configs": ("common", "data")}
+# pretrain_loop is the loop both trainers share: below training/ and training_jax/ (tests/test_pretrain_loop.py
+# also checks that it imports no backend).
+ONLY = {"configs": ("common", "data"), "pretrain_loop": ("common", "data")}
 
 
 def module_files(tops=PRODUCT):
