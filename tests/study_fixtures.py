@@ -11,11 +11,12 @@ def plan_in(tmp_path, **changes):
 
 
 def export_tiny_study(tmp_path, electra_steps=6, budgets=2, finetune_tasks=False, export=None, minutes=None,
-                      **changes):
+                      throughput_seconds=None, **changes):
     """A study of a 1-layer micro model (it compiles fastest under JAX) on a tiny dataset, exported for the
     device: (plan, export folder). With finetune_tasks, an RTE-format fixture is exported too; with
-    `export` (a folder in a repository mirror), the wheels are expected beside it in .whl/."""
-    from studies.rtd_vs_mlm.device import WHEELS_DIR, export_for_device
+    `export` (a folder in a repository mirror), the wheels are expected beside it in .whl/; throughput_seconds
+    as export_for_device's (None: its default)."""
+    from studies.rtd_vs_mlm.device import THROUGHPUT_SECONDS, WHEELS_DIR, export_for_device
     from tests.helpers import MICRO_MODEL, build_tiny_dataset
 
     plan = plan_in(tmp_path / "work", electra_steps=electra_steps, budgets=budgets, tasks=["rte"], **changes)
@@ -35,5 +36,6 @@ def export_tiny_study(tmp_path, electra_steps=6, budgets=2, finetune_tasks=False
     export = export or tmp_path / "export"
     export_for_device(plan, export, finetune_tasks=finetune_tasks, minutes=minutes,
                       shown_as=export.name if mirror else None,
-                      wheels_dir=export.parent / WHEELS_DIR if mirror else None, wheels=mirror)
+                      wheels_dir=export.parent / WHEELS_DIR if mirror else None, wheels=mirror,
+                      throughput_seconds=throughput_seconds or THROUGHPUT_SECONDS)
     return plan, export

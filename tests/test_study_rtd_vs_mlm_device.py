@@ -20,7 +20,9 @@ def test_the_two_device_calls_run_as_printed_then_import_and_finetune_here(tmp_p
     repository with the accelerator's python3 (only its image's packages and the wheels the export named;
     no TensorFlow), a micro model and seconds instead of minutes: both arms size themselves and pretrain at
     once, come back, fine-tune; then --device-results here imports them and run_finetuning.py
-    (TensorFlow) fine-tunes the imported ELECTRA folder."""
+    (TensorFlow) fine-tunes the imported ELECTRA folder. The throughput line is exported to need more time
+    than call 2 has (its choice is tested below): on a CPU it is a compile and 30 updates this test would
+    not check."""
     import numpy as np
 
     import run_finetuning
@@ -33,7 +35,7 @@ def test_the_two_device_calls_run_as_printed_then_import_and_finetune_here(tmp_p
     repo = repository_mirror(stages.REPO, tmp_path / "repo")
     repack_wheels(device.wheel_requirements(), repo / device.WHEELS_DIR)
     plan, export = export_tiny_study(tmp_path, finetune_tasks=True, seeds=1, finetune_max_steps=1,
-                                     export=repo / "device_study", minutes=(7.0, 5.0))
+                                     export=repo / "device_study", minutes=(7.0, 5.0), throughput_seconds=3600)
     # Minutes to spare: the runs stop at the planned 6 steps (as many as fit, at most the planned ones), so a
     # loaded CPU's slow compile cannot leave them no time, and an idle one does not wait for the deadline.
     calls = device_calls(export)
@@ -64,6 +66,7 @@ def test_the_two_device_calls_run_as_printed_then_import_and_finetune_here(tmp_p
     assert status == 0, output[-4000:]
     summary = output[output.index("==== summary of the finetuning call"):]
     assert summary.count("rte: 1 trial(s), median") == 3, summary
+    assert "throughput" not in summary and json.loads((outs[1] / device.PLAN_FILE).read_text())["throughput"] is None
 
     for out in outs:  # what the device tool brings back: at most 8 files of at most 16 MiB
         back = [p for p in out.rglob("*") if p.is_file()]
@@ -122,3 +125,24 @@ def test_the_runs_are_sized_to_fit_the_minutes_at_the_measured_speed(tmp_path):
     assert faster > 1.9 * steps
     with pytest.raises(Exception, match="too short"):
         device.steps_that_fit(plan, measured, minutes=1)  # the compiles alone take longer
+
+
+def test_call_2_measures_the_throughput_only_with_the_exported_seconds_left(tmp_path, monkeypatch):
+    """After one seed of every job: the throughput line when more than the export's throughput_seconds
+    (an older export: THROUGHPUT_SECONDS) are left, then the other seeds."""
+    study = {"plan": {"seeds": 2}, "throughput_seconds": 45}
+    passes, measured = [], []
+    monkeypatch.setattr(device, "read_study", lambda folder: study)
+    monkeypatch.setattr(device, "finetune_jobs", lambda folder, s: [("electra_step6", ["w.npz"], "rte"),
+                                                                    (study_plan.CONTROL, [], "rte")])
+    monkeypatch.setattr(device, "finetuned_on_device", lambda *args: False)
+    monkeypatch.setattr(device, "run_jobs", lambda folder, s, pending, seeds, *args: passes.append(seeds) or True)
+    monkeypatch.setattr(device, "measure_throughput", lambda folder, s, deadline: measured.append(deadline))
+    for exported, minutes, measures in ((45, 1.0, 1), (3600, 1.0, 0), (None, 1.0, 1), (None, 0.5, 0)):
+        study.pop("throughput_seconds", None)
+        if exported is not None:
+            study["throughput_seconds"] = exported
+        passes.clear()
+        measured.clear()
+        assert device.finetune_on_device(tmp_path, minutes)
+        assert passes == [1, 2] and len(measured) == measures, (exported, minutes)

@@ -78,18 +78,21 @@ def arm_entry(plan, arm, config, config_file):
 
 
 def export_for_device(plan, out_dir, finetune_tasks=True, minutes=None, shown_as=None, wheels_dir=None,
-                      wheels=True):
+                      wheels=True, throughput_seconds=THROUGHPUT_SECONDS):
     """What the accelerator needs: each arm's resolved config, the training and held-out examples as
     compact arrays, the fine-tuning tasks as arrays, and the study's plan (the product's export.json, last). The printed
     commands name the folder `shown_as` (as the user gave it: relative to the repository's root, it is the
-    same path in the accelerator's copy of the repository)."""
+    same path in the accelerator's copy of the repository). Call 2 measures the throughput when
+    `throughput_seconds` are left after one seed of every job (a CPU proof, whose compiles are slow, exports
+    more than its call lasts, so that it does not pay for a measurement it does not check)."""
     from training_jax import export as jax_export
 
     out_dir.mkdir(parents=True, exist_ok=True)
     resolved = {arm: resolved_config(plan, arm) for arm in ARMS}
     config, dataset_dir, metadata = resolved["electra"]  # both arms read the same dataset and held-out shards
     eval_count = jax_export.export_examples(out_dir, config, dataset_dir, metadata)
-    extra = {"plan": plan_record(plan), "call_minutes": list(minutes or CALL_MINUTES), "fit": fit_record(plan)}
+    extra = {"plan": plan_record(plan), "call_minutes": list(minutes or CALL_MINUTES), "fit": fit_record(plan),
+             "throughput_seconds": throughput_seconds}
     if finetune_tasks:
         extra["finetune_updates"] = export_finetune_tasks(plan, config, out_dir / FINETUNE_DIR)
     study = jax_export.write_export(out_dir, {arm: (arm_config, plan.checkpoint_steps(arm))
@@ -312,10 +315,11 @@ def finetuned_on_device(study_dir, model, task, seeds=None):
 
 def finetune_on_device(study_dir, minutes, parallel=3):
     """Runs the fine-tuning jobs, `parallel` at a time (the GPU is far from full with one small model), each
-    a training_jax.finetune process, the longest tasks first: one seed of every job first; then, with
-    THROUGHPUT_SECONDS left, the throughput line; then up to the plan's seeds. At `minutes` the running jobs
-    are stopped: their finished trials are in their results files, and the next call continues from them
-    (a job resumes between trials). Returns True when every job has all its seeds."""
+    a training_jax.finetune process, the longest tasks first: one seed of every job first; then, with the
+    export's throughput_seconds (THROUGHPUT_SECONDS before it recorded them) left, the throughput line; then
+    up to the plan's seeds. At `minutes` the running jobs are stopped: their finished trials are in their
+    results files, and the next call continues from them (a job resumes between trials). Returns True when
+    every job has all its seeds."""
     study_dir = pathlib.Path(study_dir).resolve()  # the jobs run from the repository's root
     study = read_study(study_dir)
     updates = study.get("finetune_updates", {})
@@ -333,7 +337,7 @@ def finetune_on_device(study_dir, minutes, parallel=3):
             f"{(deadline - time.monotonic()) / 60:.1f} min left")
         if not run_jobs(study_dir, study, pending, pass_seeds, deadline, parallel):
             return False
-        if pass_seeds == 1 and deadline - time.monotonic() > THROUGHPUT_SECONDS:
+        if pass_seeds == 1 and deadline - time.monotonic() > study.get("throughput_seconds", THROUGHPUT_SECONDS):
             measure_throughput(study_dir, study, deadline)
     log("done: every fine-tuning job has its results")
     return True
