@@ -53,7 +53,7 @@ class CollapseDetector:
 ELECTRIC_NOTE = ("Note: no collapse warnings for Electric: its disc_auc and disc_recall score the noise-contrastive "
                  "classifier (energy + log q), which labels every written position fake, so they sit near or "
                  "below 0.5 while the energies learn (docs/reproduction.md#electric); python -m "
-                 "studies.electric.ranking measures what an Electric model has learned.")
+                 "studies.electric measures what an Electric model has learned.")
 
 
 def collapse_detector(config):
