@@ -35,3 +35,14 @@ def test_the_reference_run_is_refused_on_the_accelerator(capsys):
     with pytest.raises(SystemExit) as stopped:
         parse_args(["--work-dir", "runs/x", "--reference-electra", "--device-export", "runs/y"])
     assert stopped.value.code == 2 and "--reference-electra runs here only" in capsys.readouterr().err
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # runpy: a module run again after its package imported it
+def test_the_old_command_names_the_new_one(capsys):
+    """`python -m studies.electric.ranking` (the command before cli.py) exits 2 naming the one to type."""
+    import runpy
+
+    with pytest.raises(SystemExit) as stopped:
+        runpy.run_module("studies.electric.ranking", run_name="__main__")
+    assert stopped.value.code == 2
+    assert capsys.readouterr().err.strip().endswith("the command is now python -m studies.electric (same flags)")

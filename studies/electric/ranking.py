@@ -336,3 +336,9 @@ def rank_saved_checkpoints(args, data_dir):
             atomic.write_json(results_path, results)
         print_row(step, {**results[str(step)], "disc_auc": disc_auc.get(step)})
 
+
+
+if __name__ == "__main__":  # the command line moved to cli.py: the old command says so rather than do nothing
+    print("python -m studies.electric.ranking: the command is now python -m studies.electric (same flags)",
+          file=sys.stderr)
+    sys.exit(2)
