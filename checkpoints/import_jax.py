@@ -13,6 +13,8 @@ The run's metrics.jsonl (--metrics, default: the one beside the weights) gives t
 with; with --export it is checked against the export's: a run sized shorter than planned (--fit-minutes)
 is taken, a run of another config refused. A run stopped at its limit (no run record, weights at a step
 that is no checkpoint) imports with the export's config, as sized when the collect's plan.json says so.
+The run's metrics up to the weights' step come too: metrics.jsonl (the format run_pretraining.py writes),
+TensorBoard scalars and logs/curves.png in the model folder.
 """
 import argparse
 import dataclasses
@@ -108,6 +110,19 @@ def import_jax_weights(config, weights_path, vocab_file, folder, step, overwrite
     return model_folder.write_model_folder(folder, config, pretrainer, vocab_file, step=step, overwrite=overwrite)
 
 
+def import_history(metrics, folder, step):
+    """The run's metrics up to `step` into the model folder, as run_pretraining.py writes them there (metrics.jsonl,
+    TensorBoard scalars, logs/curves.png); the line that says what came."""
+    from pretrain_loop.curves import write_run_curves
+    from pretrain_loop.metrics_file import copy_history
+
+    kept = copy_history(run_record.read_run(metrics)[0], folder, step)
+    path, reason = write_run_curves(folder, pathlib.Path(folder).name)
+    complete = any(record["split"] == "run" for record in kept)
+    return (f"{folder}: {len(kept)} lines of {metrics} up to step {step}{' (the run complete)' if complete else ''} "
+            f"in metrics.jsonl and logs/; curves {path or 'not drawn: ' + reason}")
+
+
 def check_vocab(vocab_file, config):
     """The vocabulary must be the one the run's ids index: as many entries as its vocab_size."""
     if not pathlib.Path(vocab_file).is_file():
@@ -167,6 +182,8 @@ def main(argv=None):
     check_vocab(vocab, config)
     folder = paths.models_dir(args.data_dir or paths.default_data_dir()) / name
     import_jax_weights(config, args.weights, vocab, folder, step, args.overwrite)
+    if metrics is not None:
+        print(import_history(metrics, folder, step))
     print(f"Wrote {folder} (the {model or values['model_name']} weights of step {step}). Fine-tune it:\n  python "
           f"run_finetuning.py --data-dir {args.data_dir or paths.default_data_dir()} --model-name {name} --task mrpc")
     return folder

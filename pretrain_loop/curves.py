@@ -38,7 +38,9 @@ def curve_grid(series, out, held_out_style, title=None):
                             label=f"{label}, {'held-out' if split == 'eval' else 'training'}")
             ax.set_title(name)
             ax.set_xlabel("step")
-    axes.flat[0].legend(fontsize=7)
+    labelled = [ax for ax in axes.flat if ax.get_legend_handles_labels()[0]]
+    if labelled:  # on the first panel that has a curve
+        labelled[0].legend(fontsize=7)
     if title:
         fig.suptitle(title, fontsize=10)
     fig.tight_layout()

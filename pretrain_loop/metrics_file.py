@@ -58,6 +58,26 @@ def _lines_and_records(path):
     return lines, records
 
 
+def copy_history(records, folder, step):
+    """Another run's records as the history of a model folder that holds its weights of `step` (an import): its
+    windows and evaluations up to `step` into <folder>/metrics.jsonl, with its run record when `step` ended it,
+    and the same values as TensorBoard scalars under <folder>/logs. Returns the records written."""
+    from pretrain_loop.event_file import ScalarWriter
+
+    kept = [record for record in records if record.get("split") in SPLITS and record["step"] <= step
+            or record.get("split") == RUN and record.get("num_train_steps") == step]
+    folder = pathlib.Path(folder)
+    (folder / METRICS_FILE).write_text("".join(json.dumps(record) + "\n" for record in kept))
+    for split in SPLITS:
+        lines = [record for record in kept if record.get("split") == split]
+        if lines:
+            writer = ScalarWriter(folder / "logs" / split)
+            for record in lines:
+                writer.scalars(record["step"], {key: value for key, value in record.items()
+                                                if key not in ("split", "step") and isinstance(value, (int, float))})
+    return kept
+
+
 def read_records(path):
     """The records of a metrics.jsonl, without a last line cut off by a kill."""
     return [record for record in _lines_and_records(path)[1] if record is not None]

@@ -216,6 +216,9 @@ def test_a_run_stopped_at_its_hard_limit_imports_its_newest_weights(device_runs,
     folder = import_jax.main(import_jax_args(plan, export, stopped, 1, tmp_path / "data", "stopped"))
     assert f"as the device sized it ({SIZED} steps, plan.json)" in capsys.readouterr().out
     assert assert_folder_holds(folder, stopped, 1).num_train_steps == SIZED
+    # the history of the weights imported: the whole records up to their step, no run record (unfinished)
+    history = [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines()]
+    assert history == [json.loads(line) for line in whole if json.loads(line)["step"] <= 1] and history
 
 
 # ---------------------------------------------------------------- the real H200 run (real-data tier)
@@ -286,6 +289,12 @@ def test_the_h200_weights_import_match_jax_and_finetune_mrpc(h200_run, shared_da
     assert len(said) == 1 and "num_train_steps 1000000 -> 11144" in said[0], said
     config = assert_folder_holds(folder, h200_run, 11144)
     assert (config.model_size, config.num_train_steps, config.num_warmup_steps) == ("electra_small", 11144, 1114)
+    # the run's history came with its weights of its last step: every line, its run record last, as TensorBoard
+    # scalars and the curves PNG too
+    history = (folder / "metrics.jsonl").read_text().splitlines()
+    assert history == (h200_run / "electra" / "metrics.jsonl").read_text().splitlines()
+    assert json.loads(history[-1])["split"] == "run"
+    assert list((folder / "logs" / "eval").glob("events.out.tfevents.*")) and (folder / "logs" / "curves.png").is_file()
 
     from pretrain.loaded_folder import load_model_folder
 
