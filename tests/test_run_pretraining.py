@@ -132,6 +132,12 @@ def test_sigkill_mid_training_resumes_from_the_last_saved_step(data_dir):
     assert {"disc_auc", "masked_lm_accuracy"} <= scalar_tags(model_dir / "logs" / "eval")
     results = json.loads((model_dir / "eval_results.json").read_text())
     assert results["step"] == last + 20 and 0.0 <= results["disc_auc"] <= 1.0
+    # metrics.jsonl: the killed run's lines after its last checkpoint dropped, logged again by the resumed one
+    records = [json.loads(line) for line in (model_dir / "metrics.jsonl").read_text().splitlines()]
+    train_steps = [r["step"] for r in records if r["split"] == "train"]
+    assert train_steps == sorted(set(train_steps)) and train_steps[-2:] == [last + 10, last + 20]
+    assert records[-1]["split"] == "run" and records[-1]["num_train_steps"] == last + 20
+    assert records[-1]["checkpoint_steps"] == saved_steps(model_dir)
 
 
 def test_init_checkpoint_starts_from_weights_with_a_fresh_optimizer(data_dir, capsys):
