@@ -11,6 +11,7 @@ import pathlib
 import sys
 import time
 
+from pretrain_loop.collapse import ELECTRIC_NOTE, collapse_detector
 from pretrain_loop.console import eval_line, train_line
 from pretrain_loop.event_file import ScalarWriter
 from pretrain_loop.metrics_file import METRICS_FILE, RUN, MetricsFile
@@ -34,6 +35,7 @@ class PretrainingLoop:
         self.wall_seconds = self.timed_seconds = 0.0
         self.window_start, self.window_from = time.monotonic(), 0  # what the window's rate is timed from
         self.logged_from = 0  # the step the window's sums start after: the last log (a resume restores it)
+        self.detector = None  # watch_collapse: the discriminator-collapse check of every log window
 
     # ------------------------------------------------------------ what a backend supplies
     def run_updates(self, count):
@@ -81,6 +83,13 @@ class PretrainingLoop:
         weights_dtype, train_examples, eval_examples."""
         raise NotImplementedError
 
+    def watch_collapse(self, config):
+        """Checks every log window for a collapsed discriminator (pretrain_loop.collapse), on both backends;
+        an Electric run's metrics do not measure one, which is said once."""
+        self.detector = collapse_detector(config)
+        if self.detector is None:
+            self.say(ELECTRIC_NOTE)
+
     def say(self, line, error=False):
         print(line, file=sys.stderr if error else sys.stdout, flush=True)
 
@@ -115,6 +124,9 @@ class PretrainingLoop:
         per_second = rate / max(1, step - self.logged_from)
         self.say(train_line(step, total, metrics, rate, tokens * per_second))
         self.check_window(step, metrics)
+        warning = self.detector and self.detector.check(step, metrics)
+        if warning:
+            self.say(warning, error=True)
         self.record("train", step, {**metrics, "learning_rate": self.learning_rate(step), "steps_per_second": rate,
                                     "tokens_per_second": tokens * per_second,
                                     "examples_per_second": examples * per_second})

@@ -99,6 +99,27 @@ def test_a_time_limit_stops_before_it_runs_out_and_saves(tmp_path):
     assert stopped == [(10, 100)] and loop.states == [10]
 
 
+def test_both_backends_warn_of_a_collapsed_discriminator_through_the_shared_loop(tmp_path):
+    from configs.pretraining_config import PretrainingConfig
+
+    class CollapsedLoop(CountingLoop):  # recall 0 from step 6 on: a discriminator calling every token original
+        def window_metrics(self):
+            metrics, tokens, examples = super().window_metrics()
+            recall = 0.0 if self.step > 5 else 0.5
+            return {**metrics, "disc_recall": recall, "disc_auc": 0.5 + recall}, tokens, examples
+
+    config = PretrainingConfig.create({"model_size": "electra_tiny", "num_warmup_steps": 1})
+    loop = CollapsedLoop(tmp_path)
+    loop.watch_collapse(config)
+    loop.detector.min_steps = 4
+    assert loop.train(Cadence(total=10, log_every=2)) == base.DONE
+    warnings = [line for line in loop.lines if line.startswith("warning: the discriminator looks collapsed")]
+    assert len(warnings) == 1 and "at step 6" in warnings[0]  # the first collapsed window; repeats are spaced out
+    electric = CountingLoop(tmp_path / "electric")
+    electric.watch_collapse(PretrainingConfig.create({"model_size": "electra_tiny", "electric_objective": True}))
+    assert electric.detector is None and electric.lines[0].startswith("Note: no collapse warnings for Electric")
+
+
 def test_a_resume_keeps_the_metrics_up_to_its_step(tmp_path):
     metrics = MetricsFile(tmp_path / METRICS_FILE)
     for record in ({"split": "train", "step": 2, "x": 1.0}, {"split": "eval", "step": 2, "x": 5.0},

@@ -1,7 +1,7 @@
 """Unit tests of the training helpers: collapse detection, the console line, per-replica seeds."""
 import numpy as np
 
-from training.collapse import CollapseDetector
+from pretrain_loop.collapse import CollapseDetector
 from training.reporting import train_line
 from training.seeds import StepSeedGenerator, step_base_seed
 
@@ -71,7 +71,7 @@ def test_no_collapse_warnings_for_electric():
     """Electric's classifier metrics stay near or below 0.5 while it learns (measured: AUC 0.47 at step
     1,200 of a run whose losses were still falling), so the detector is off there and on for ELECTRA."""
     from configs.pretraining_config import PretrainingConfig
-    from training.collapse import collapse_detector
+    from pretrain_loop.collapse import collapse_detector
 
     assert collapse_detector(PretrainingConfig.create({"model_size": "electra_tiny", "electric_objective": True})) is None
     detector = collapse_detector(PretrainingConfig.create({"model_size": "electra_tiny", "num_warmup_steps": 0}))

@@ -19,7 +19,6 @@ from pretrain_loop.base import PretrainingLoop
 from pretrain_loop.cadence import Cadence
 from storage import model_folder
 from training import checkpointing, curves, strategy as strategy_lib
-from training.collapse import ELECTRIC_NOTE, collapse_detector
 from training.step import EXAMPLES, SKIPPED, TOKENS, PretrainingSteps
 
 
@@ -142,9 +141,7 @@ class Run(PretrainingLoop):
         if config.do_eval and self.eval_files == self.train_files:
             say("Note: the dataset has one shard, so evaluation reads training data; build more shards to hold "
                 "one out.")
-        self.detector = collapse_detector(config)
-        if self.detector is None:
-            say(ELECTRIC_NOTE)
+        self.watch_collapse(config)
         self.iterator = iter(train_dataset(strategy, config, self.dataset_dir, self.metadata, self.train_files,
                                            seed=config.seed + step))
         self.train(self.cadence())
@@ -185,9 +182,6 @@ class Run(PretrainingLoop):
         if self.skipped:
             self.say(f"Note: {self.skipped:.0f} update(s) skipped for non-finite float16 gradients (loss scale "
                      f"now {float(self.steps.loss_scale.numpy()):g}).")
-        warning = self.detector and self.detector.check(step, metrics)
-        if warning:
-            self.say(warning, error=True)
 
     def learning_rate(self, step):
         return float(keras.ops.convert_to_numpy(self.optimizer.learning_rate))

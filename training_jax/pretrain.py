@@ -414,6 +414,7 @@ class Run(PretrainingLoop):
             self.sized, total = True, self.config.num_train_steps
             self.window_tokens = 0  # the measuring's
             self.evaluate(0)
+        self.watch_collapse(self.config)
         limit = args.time_limit_minutes * 60 if args.time_limit_minutes else None
         if args.fit_minutes and not limit:
             limit = args.fit_minutes * 60 + fit.RESERVE_SECONDS  # the sized run ends before; this is the hard stop
