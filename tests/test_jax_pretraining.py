@@ -55,6 +55,15 @@ PIECES_SCRIPT = textwrap.dedent('''
         jax.block_until_ready(guarded.train_steps(state, stats))
     results["guarded_block"] = guarded.block_steps
     results["train_compiles"] = train_compiles
+
+    # The GPU-speed options as the command line gives them: set on every attention layer, the bits from rbg.
+    optioned = pretrain.Run(pretrain.parse_args(["--export", study, "--model", "electra", "--out", f"{root}/optioned",
+                                                 "--bf16-attention", "--prng", "rbg"]))
+    layers = [layer.attention_self for encoder in optioned.model.encoders() for layer in encoder.transformer_layers]
+    results["bf16_attention"] = [layer.compute_dtype_softmax for layer in layers]
+    results["prng"] = jax.config.jax_default_prng_impl
+    _, _, loss = optioned.train_steps(optioned.state, optioned.stats_sum)
+    results["optioned_loss"] = float(loss)
     print("RESULTS" + json.dumps(results))
 ''')
 
@@ -78,6 +87,12 @@ def pieces_run(tmp_path_factory):
     root = tmp_path / "runs"
     script = PIECES_SCRIPT.replace("sys.argv[1], sys.argv[2]", f"{str(export)!r}, {str(root)!r}")
     return export, study, root, run_script_under_jax(script, REPO_ROOT)
+
+
+def test_the_gpu_speed_options_reach_the_model_and_the_random_bits(pieces_run):
+    results = pieces_run[3]
+    assert results["bf16_attention"] and all(results["bf16_attention"])  # every layer of both encoders
+    assert results["prng"] == "rbg" and np.isfinite(results["optioned_loss"])
 
 
 def test_a_run_in_pieces_equals_a_run_that_never_stopped(pieces_run):

@@ -49,6 +49,7 @@ from training_jax import fit
 from training_jax import state as state_lib
 from training_jax.arrays import load_packed, unpack_examples
 from training_jax.export_file import model_entry, read_export_file
+from training_jax.rng import DEFAULT_PRNG, PRNG_IMPLS
 
 TRAIN_ARRAYS = "train.npz"
 EVAL_ARRAYS = "eval.npz"
@@ -59,20 +60,22 @@ def weights_file(step):
     return f"weights-{step}.npz"
 
 
-def build(config_path, fused_update=False, scan_layers=False):
+def build(config_path, fused_update=False, scan_layers=False, bf16_attention=False):
     """(config, pretrainer, optimizer); `fused_update`: AdamW updates flat vectors (model.optimizers), the
     same update in a few kernels instead of hundreds, at a longer compile (bench/gpu_speed.py measures
     both; off until a GPU shows it pays). `scan_layers`: each encoder's layers run as one scan over their
-    stacked weights (training_jax.step.use_layer_scan)."""
+    stacked weights (training_jax.step.use_layer_scan). `bf16_attention`: the attention's scores, softmax and
+    dropout in the compute dtype (training_jax.step.use_compute_dtype_softmax)."""
     from configs.pretraining_config import PretrainingConfig
     from pretrain.builder import build_for_training
-    from training_jax.step import use_layer_scan
+    from training_jax.step import use_compute_dtype_softmax, use_layer_scan
 
     config = PretrainingConfig.load(config_path)
     model, optimizer = build_for_training(config)
     if hasattr(optimizer, "fused"):
         optimizer.fused = fused_update
     use_layer_scan(model, scan_layers)
+    use_compute_dtype_softmax(model, bf16_attention)
     return config, model, optimizer
 
 
@@ -208,7 +211,12 @@ class Run(PretrainingLoop):
         self.device = jax.devices()[0]
         self.scan_layers = default_scan_layers(self.device.platform) if args.scan_layers is None else args.scan_layers
         self.config, self.model, self.optimizer = build(args.export / (config_file or entry["config_file"]),
-                                                        fused_update=args.flat_update, scan_layers=self.scan_layers)
+                                                        fused_update=args.flat_update, scan_layers=self.scan_layers,
+                                                        bf16_attention=args.bf16_attention)
+        if args.prng != DEFAULT_PRNG:  # after the build (the initial weights are the default's), before any trace
+            from training_jax.rng import use_prng
+
+            use_prng(args.prng)
         if args.init_from:  # before the state is taken from the model: the run starts from these weights
             self.init_from_weights(args.init_from)
         self.state_dir = args.state_dir or args.export / f"state_{args.model}"
@@ -348,7 +356,8 @@ class Run(PretrainingLoop):
 
     def after_first_updates(self, seconds):
         self.log(f"first step (compile + run) {seconds:.1f} s")
-        self.log(f"{self.block_steps} update(s) per dispatch; layers {'scanned' if self.scan_layers else 'unrolled'}")
+        self.log(f"{self.block_steps} update(s) per dispatch; layers {'scanned' if self.scan_layers else 'unrolled'}; "
+                 f"attention {'bfloat16' if self.args.bf16_attention else 'float32'} softmax; random bits {self.args.prng}")
 
     def window_metrics(self):
         import jax
@@ -542,6 +551,14 @@ def parse_args(argv=None):
                         help="run each encoder's transformer layers as one scan over their stacked weights: a compile "
                              "that does not grow with depth, the same update within float32 rounding (default: on "
                              "an accelerator, off on the CPU)")
+    parser.add_argument("--bf16-attention", action="store_true",
+                        help="keep the attention's scores, softmax and dropout in the compute dtype under "
+                             "mixed_bfloat16 (no float32 [batch, heads, seq, seq]; dropout keep probability rounded "
+                             "to 1/1024, 0.0996 for 0.1): equal within bfloat16 rounding, off by default")
+    parser.add_argument("--prng", default=DEFAULT_PRNG, choices=PRNG_IMPLS,
+                        help="the random bits of dropout, masking and sampling: threefry2x32 (JAX's default) or "
+                             "XLA's RngBitGenerator (rbg, unsafe_rbg: one kernel on an accelerator; the same "
+                             "distributions, other draws)")
     parser.add_argument("--steps-per-dispatch", type=int, default=0, metavar="K",
                         help="updates run by one dispatch of the compiled step (lax.scan; the same updates bit for "
                              "bit); 0: 1 on the CPU, else the largest divisor of the log window up to 32")

@@ -9,21 +9,29 @@ draws: threefry hashes its two words into four (a few scalar ops per draw), whic
 states (and so checkpoints and the step's non-trainable variables) stay Keras's; only the bits drawn from them
 change. Call it after the model is built (so its initial weights are the default's) and before the step is traced.
 """
-import jax
-import jax.numpy as jnp
-from keras.src.backend.jax import random as keras_jax_random
-
 DEFAULT_PRNG = "threefry2x32"
 PRNG_IMPLS = (DEFAULT_PRNG, "rbg", "unsafe_rbg")
-_KERAS_DRAW_SEED = keras_jax_random.jax_draw_seed
+_KERAS_DRAW_SEED = []  # Keras's own seed drawing, kept at the first use_prng (jax is imported only then)
+
+
+def keras_draw_seed():
+    from keras.src.backend.jax import random as keras_jax_random
+
+    if not _KERAS_DRAW_SEED:
+        _KERAS_DRAW_SEED.append(keras_jax_random.jax_draw_seed)
+    return _KERAS_DRAW_SEED[0]
 
 
 def keyed_for(impl):
     """Keras's seed drawing with each raw uint32[2] seed made a typed key of `impl` (threefry-hashed to its size)."""
+    import jax
+    import jax.numpy as jnp
+
     key_shape = jax.random.key_data(jax.random.key(0, impl=impl)).shape
+    keras_draw = keras_draw_seed()
 
     def draw_seed(seed):
-        seed = _KERAS_DRAW_SEED(seed)
+        seed = keras_draw(seed)
         if jnp.issubdtype(seed.dtype, jax.dtypes.prng_key):
             return seed
         threefry_key = jax.random.wrap_key_data(jnp.asarray(seed, "uint32"), impl=DEFAULT_PRNG)
@@ -34,9 +42,12 @@ def keyed_for(impl):
 
 def use_prng(impl=DEFAULT_PRNG):
     """Every Keras random draw after this (under JAX) takes its bits from `impl`; returns the previous impl."""
+    import jax
+    from keras.src.backend.jax import random as keras_jax_random
+
     if impl not in PRNG_IMPLS:
         raise ValueError(f"no PRNG implementation {impl!r}; choose one of {', '.join(PRNG_IMPLS)}")
     previous = jax.config.jax_default_prng_impl
     jax.config.update("jax_default_prng_impl", impl)
-    keras_jax_random.jax_draw_seed = _KERAS_DRAW_SEED if impl == DEFAULT_PRNG else keyed_for(impl)
+    keras_jax_random.jax_draw_seed = keras_draw_seed() if impl == DEFAULT_PRNG else keyed_for(impl)
     return previous
