@@ -146,13 +146,15 @@ def test_a_continued_run_starts_from_the_returned_weights_and_counts_steps_on(fi
     # beside it the check that --init-from holds exactly the returned weights: two processes, two cores.
     out = tmp_path / "OUT2"
     line = (f"export PYTHONPATH=$PWD/.whl/site KERAS_BACKEND=jax; python3 -m training_jax.run --export jax_export "
-            f"--out $OUT --minutes 5 --finetune-minutes 0 --measure-steps 5 --init-from {shard}")
+            f"--out $OUT --minutes 5 --finetune-minutes 0 --measure-steps 5 --init-from {shard} "
+            "--pretrain-flags '--bf16-attention --prng rbg'")  # the speed options, under the GPU image's JAX
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         call = pool.submit(device_call, line, repo, out, python_dir, root)
         started = run_script_under_jax(script, REPO)
         status, output = call.result()
     assert started["same"] and started["count"] > 10 and not started["fresh_same"]
     assert status == 0, output[-4000:]
+    assert "attention bfloat16 softmax; random bits rbg" in output, output[-4000:]
     record = json.loads((out / "run.json").read_text())
     assert record["steps_before"] == 8 and record["total_steps"] == 8 + record["steps"] and record["steps"] > 0
     assert record["optimizer"].startswith("fresh moments") and len(record["runs"]) == 2
@@ -205,3 +207,13 @@ def test_the_documented_device_line_is_the_one_the_export_prints_and_this_file_r
     for doc in ("docs/jax_gpu.md", "docs/results.md"):
         assert device_line("jax_export") in (REPO / doc).read_text(), doc
     assert device_line("jax_export", also_mlm=True) == device_line("jax_export") + " --also-mlm"
+
+
+def test_pretrain_flags_pass_only_the_step_speed_options():
+    from common.errors import InputError
+    from training_jax.run import speed_flags
+
+    assert speed_flags("--bf16-attention --prng rbg --steps-per-dispatch=8") == [
+        "--bf16-attention", "--prng", "rbg", "--steps-per-dispatch=8"]
+    with pytest.raises(InputError, match="--fit-minutes is not one of"):
+        speed_flags("--prng rbg --fit-minutes 3")  # the run's own settings are not for the caller to change

@@ -31,6 +31,7 @@ import argparse
 import json
 import os
 import pathlib
+import shlex
 import shutil
 import subprocess
 import sys
@@ -178,15 +179,32 @@ def newest_weights(folder):
     return max(found) if found else (0, None)
 
 
-def pretrain(export_dir, models, work, minutes, init_from, deadline, measure_steps):
+# training_jax.pretrain's options of the step's speed that --pretrain-flags may pass (each computes the same update,
+# or the same distributions: tests/test_attention_dtype.py, test_jax_rng.py, test_scan_layers.py, test_jax_pretraining.py)
+SPEED_FLAGS = ("--steps-per-dispatch", "--scan-layers", "--no-scan-layers", "--flat-update", "--bf16-attention",
+               "--prng")
+
+
+def speed_flags(text):
+    """--pretrain-flags as arguments; InputError naming a flag that is not one of the step's speed options."""
+    flags = shlex.split(text)
+    unknown = [flag for flag in flags if flag.startswith("--") and flag.split("=")[0] not in SPEED_FLAGS]
+    if unknown:
+        raise InputError(f"--pretrain-flags: {' '.join(unknown)} is not one of {', '.join(SPEED_FLAGS)} (the rest of "
+                         "the run's settings come from the export)")
+    return flags
+
+
+def pretrain(export_dir, models, work, minutes, init_from, deadline, measure_steps, flags=()):
     """The pretraining children, one per model in `models` (the first continued from `init_from`), at the same
-    time, each sized to end `minutes` after its start; {model: (Child, step, weights path)}."""
+    time, each sized to end `minutes` after its start, each with the speed `flags`; {model: (Child, step, weights
+    path)}."""
     children = {}
     for index, model in enumerate(models):
         command = module("training_jax.pretrain") + [
             "--export", export_dir, "--model", model, "--out", work / "pretraining" / model, "--state-dir",
             work / "state" / model, "--fit-minutes", f"{minutes:.3f}", "--measure-steps", str(measure_steps),
-            "--save-every-minutes", "1000"]
+            "--save-every-minutes", "1000", *flags]
         if init_from and index == 0:
             command += ["--init-from", *init_from]
         shared = {"XLA_PYTHON_CLIENT_MEM_FRACTION": SHARED_DEVICE_MEMORY} if len(models) > 1 else {}
@@ -405,6 +423,10 @@ def parse_args(argv=None):
     parser.add_argument("--work-dir", type=pathlib.Path, default=None,
                         help="scratch space: states, sizing, logs (default <out>/../run_work; never comes back)")
     parser.add_argument("--measure-steps", type=int, default=50, help="updates timed to size the pretraining")
+    parser.add_argument("--pretrain-flags", default="",
+                        help="speed options for the pretraining (training_jax.pretrain's --steps-per-dispatch, "
+                             "--scan-layers, --flat-update, --bf16-attention, --prng), e.g. \"--bf16-attention --prng "
+                             "rbg\"; the same update or the same distributions, off by default")
     parser.add_argument("--also-mlm", action="store_true",
                         help="pretrain the MLM baseline beside the model at the same FLOPs, fine-tune it too")
     args = parser.parse_args(argv)
@@ -430,13 +452,14 @@ def main(argv=None):
     if pretrain_minutes <= 0.2:
         raise InputError(f"--minutes {args.minutes:g}: leaves {pretrain_minutes:.1f} min to pretrain after "
                          f"{finetune_seconds / 60:g} min of fine-tuning; give more minutes or fewer to fine-tuning")
+    flags = speed_flags(args.pretrain_flags)
     work = args.work_dir
     for folder in ("state", "pretraining", "finetuning", "export"):  # nothing from an earlier run in this folder
         shutil.rmtree(work / folder, ignore_errors=True)
     export_dir = prepare_work(args.export, work, plan, bool(args.init_from), args.also_mlm)
     # Stopped only if it overruns its own hard limit (training_jax.fit.RESERVE_SECONDS after its minutes).
     trained = pretrain(export_dir, [model] + ([MLM] if args.also_mlm else []), work, pretrain_minutes,
-                       args.init_from, deadline - finetune_seconds + 25, args.measure_steps)
+                       args.init_from, deadline - finetune_seconds + 25, args.measure_steps, flags)
     sized = export_dir / f"config_{model}_sized.json"
     config_path = sized if sized.is_file() else export_dir / plan["models"][model]["config_file"]
     children = []
