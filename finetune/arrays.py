@@ -11,7 +11,7 @@ accelerator `load_task_data` gives back TaskData that TrialRunner trains and sco
                   features as one flat array plus offsets (ragged → flat, in the smallest unsigned type
                   that holds them), the training targets, and for evaluated and test splits every
                   example's guid and label: what GLUE's scores and submission files read (the texts are
-                  not carried)
+                  left out)
 <out>/tasks.json  the index: per task its file, parts (split, metric suffix, count), majority baseline
                   and featurisation (max_seq_length, double_unordered, the vocabulary's size, sha256
                   and casing), and an export id that its npz holds too

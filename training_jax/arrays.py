@@ -64,7 +64,7 @@ def load_packed(path):
         elif path.is_file():
             data = path
         else:
-            raise InputError(f"{path}: missing (and no {xz_path(path).name}); carry the whole export folder")
+            raise InputError(f"{path}: missing (and no {xz_path(path).name}); copy the whole export folder")
         with np.load(data, allow_pickle=False) as arrays:
             return {key: arrays[key] for key in arrays.files}
     except (lzma.LZMAError, OSError, ValueError) as error:

@@ -52,7 +52,7 @@ def read_examples(dataset_dir, metadata, files, limit=None):
 
 def save_examples(path, examples, source, xz=False):
     """{input_ids, input_mask, segment_ids} as training_jax's compact arrays in one compressed .npz, or with
-    `xz` in <path>.xz (smaller, slower to write: for the training arrays, most of what a device call carries)."""
+    `xz` in <path>.xz (smaller, slower to write: for the training arrays, most of what is copied to the GPU machine)."""
     import numpy as np
 
     from training_jax.arrays import pack_examples, save_packed
@@ -141,7 +141,7 @@ def parse_args(argv=None):
     parser.add_argument("--hparams", default="", help="PretrainingConfig overrides, JSON inline or a .json file, "
                                                       "as for run_pretraining.py")
     parser.add_argument("--checkpoints", type=int, default=1, help="evenly spaced weights files the run writes")
-    parser.add_argument("--out", type=pathlib.Path, required=True, help="the export folder (carry it to the GPU)")
+    parser.add_argument("--out", type=pathlib.Path, required=True, help="the export folder (copy it to the GPU)")
     return parser.parse_args(argv)
 
 

@@ -1,6 +1,6 @@
 """A run that sets its own length from its measured speed, so that it ends, saved, by a deadline.
 
-A lent accelerator gives minutes, not steps, and the speed of a model on it is unknown until it has
+A GPU hired by the minute gives minutes, not steps, and the speed of a model on it is unknown until it has
 compiled. So `training_jax.pretrain --fit-minutes M` compiles, measures its steps/s on a copy of its
 initial state, and only then fixes the number of steps (and so the warmup and the linear decay to 0) that
 end M minutes after the process started, with the held-out evaluations and saves counted in. The step

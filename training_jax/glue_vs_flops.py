@@ -5,7 +5,7 @@ each run adds its points and shows how far the time-boxed runs are along the pap
         --table docs/glue_vs_flops.md
 
 Each folder is what a run brought back: python -m training_jax.run's (run.json, results.json, mlm/) or the
-two-call plan of studies/rtd_vs_mlm (electra/ and mlm/ metrics.jsonl, finetune/<model>_step<N>.json). A model's
+two-command plan of studies/rtd_vs_mlm (electra/ and mlm/ metrics.jsonl, finetune/<model>_step<N>.json). A model's
 score is the mean over the tasks it finished of each task's primary metric (CoLA MCC, STS-B Spearman, the
 others accuracy; the median over seeds), as the paper's GLUE dev score is, but over fewer tasks where a run
 finished fewer: the table names them. FLOPs are configs/flops.py's count (matmuls, forward and backward),
@@ -84,7 +84,7 @@ def read_product_run(folder):
 
 
 def read_two_call_run(folder):
-    """Points of the two-call plan of studies/rtd_vs_mlm as it came back (electra/, mlm/ and finetune/)."""
+    """Points of the two-command plan of studies/rtd_vs_mlm as it came back (electra/, mlm/ and finetune/)."""
     points = []
     for path in sorted((folder / "finetune").glob("*.json")):
         model = path.stem.split("_step")[0]
@@ -108,7 +108,7 @@ def read_run(folder):
         return read_product_run(folder)
     if (folder / "finetune").is_dir():
         return read_two_call_run(folder)
-    raise InputError(f"{folder}: neither run.json (python -m training_jax.run) nor finetune/ (the two-call plan); "
+    raise InputError(f"{folder}: neither run.json (python -m training_jax.run) nor finetune/ (the two-command plan); "
                      "pass the folder a GPU run's files came back to")
 
 

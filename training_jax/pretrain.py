@@ -15,7 +15,7 @@ comes from the model's own SeedGenerator instead of the TF loop's per-step seeds
 another stream).
 
 Pieces: the whole state (training_jax.state) is saved to --state-dir every --save-every-minutes, at the
-end, and before --time-limit-minutes runs out; the next call of the same command continues from it and
+end, and before --time-limit-minutes runs out; the next run of the same command continues from it and
 computes the same updates as a run that never stopped. When the state is gone (a new machine), the run
 starts over at step 0 and says so.
 
@@ -255,7 +255,7 @@ class Run(PretrainingLoop):
 
     def init_from_weights(self, files):
         """Every model weight (seed states included) from an earlier run's weights files; the optimizer's
-        moments start fresh (they are not carried back from a device), so the schedule warms up again."""
+        moments start fresh (they are not copied back from the GPU machine), so the schedule warms up again."""
         from training_jax.arrays import read_weights
         from training_jax.weights import assign_weights
 

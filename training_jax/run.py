@@ -1,22 +1,23 @@
-"""The best ELECTRA a GPU gives in N minutes, in one call: pretrain, fine-tune, write what comes back.
+"""The best ELECTRA a GPU gives in N minutes, in one command: pretrain, fine-tune, write what comes back.
 
     # where TensorFlow is: the export, with the tasks inside it
     python -m training_jax.export --data-dir electra_data --model-name electra_small --out jax_export \\
         --hparams '{"train_batch_size": 128, "do_eval": true}'
     python -m finetune.arrays --tasks cola,sst,mrpc,sts,rte --finetuning-data-dir glue_data \\
         --vocab-file jax_export/vocab.txt --out jax_export/tasks
-    # on the GPU machine (JAX and Keras), one call of at most --minutes
+    # on the GPU machine (JAX and Keras), one command of at most --minutes
     python -m training_jax.run --export jax_export --out $OUT [--minutes 9.5] [--init-from OLD/weights-N.part1of2.npz]
 
-One process tree, nothing read from an earlier call: the pretraining child (training_jax.pretrain
+One process tree, nothing read from an earlier run: the pretraining child (training_jax.pretrain
 --fit-minutes) compiles, measures its speed and sizes itself to the minutes left once the fine-tuning's
 are reserved; then one fine-tuning child (training_jax.finetune) trains the pretrained discriminator and a
 random control ("--weights none") on the exported tasks, the task with the fewest updates first, one seed
 each, and again with one more seed while the last round's time is left. Every child is stopped at its
-deadline, so the call ends inside --minutes with whatever finished. --out gets at most 8 files of at most
-16 MiB (64 MiB in all): the weights (float16 shards), metrics.jsonl, results.json (every fine-tuning
-result) and run.json (the config that trained, the device, the steps, the runs before this one); the last
-lines printed say what ran, what failed, what came back and the commands that import it back here.
+deadline, so the run ends inside --minutes with whatever finished. --out gets at most 8 files of at most
+16 MiB (64 MiB in all, so that it is small to copy back): the weights (float16 shards), metrics.jsonl,
+results.json (every fine-tuning result) and run.json (the config that trained, the device, the steps, the
+runs before this one); the last lines printed say what ran, what failed, what came back and the commands
+that import it back here.
 
 --also-mlm trains the MLM baseline beside it (the same encoder, masked-LM objective, BERT's way) at the same
 pretraining FLOPs (configs/flops.py), in a second child at the same time: the two size together, as
@@ -24,7 +25,7 @@ training_jax.fit sizes models that share a device; it is fine-tuned with the oth
 metrics come back in mlm/.
 
 --init-from continues a model from an earlier run's returned weights (its shards, or an .npz): every
-weight is taken as it came back, the optimizer's moments start fresh (they are too large to carry back)
+weight is taken as it came back, the optimizer's moments start fresh (they are too large to copy back)
 with a short warmup, and run.json adds this run's steps to the total of the run.json beside them.
 """
 import argparse
@@ -106,7 +107,7 @@ def add_mlm_baseline(folder, plan, model):
 def prepare_work(export, work, plan, continued, also_mlm=False):
     """<work>/export: the export's arrays and config linked, its export.json copied (with a short warmup when
     the run continues earlier weights; with the MLM baseline's config and entry under --also-mlm), so that
-    sizing, states and caches stay out of the carried folder."""
+    sizing, states and caches stay out of the export folder that was copied here."""
     export, folder = pathlib.Path(export).resolve(), pathlib.Path(work) / "export"
     folder.mkdir(parents=True, exist_ok=True)
     names = list(EXPORTED_FILES) + [entry["config_file"] for entry in plan["models"].values()]
@@ -269,7 +270,7 @@ def earlier_run(init_from):
 
 
 def versions():
-    """The Python and the packages this call ran with (the device image's and the carried wheels')."""
+    """The Python and the packages this run ran with (the GPU machine's and the copied wheels')."""
     import platform
     from importlib.metadata import PackageNotFoundError, version
 
@@ -366,7 +367,8 @@ def write_back(out, work, record, trained, results):
     files = sorted(p for p in out.rglob("*") if p.is_file())
     sizes = [p.stat().st_size for p in files]
     if len(files) > MOST_FILES or max(sizes) > 16 * 2 ** 20 or sum(sizes) > MOST_BYTES:
-        log(f"warning: {out} holds {len(files)} files, {sum(sizes) / 2 ** 20:.1f} MiB: more than a call returns")
+        log(f"warning: {out} holds {len(files)} files, {sum(sizes) / 2 ** 20:.1f} MiB: more than a run brings back "
+            "(8 files, 64 MiB)")
     return files
 
 
@@ -405,13 +407,13 @@ def summary(args, record, files, results):
     print("\n".join(lines), flush=True)
 
 
-# ---------------------------------------------------------------- the call
+# ---------------------------------------------------------------- the command
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--export", type=pathlib.Path, required=True,
                         help="the folder python -m training_jax.export wrote (copied to this machine)")
-    parser.add_argument("--out", type=pathlib.Path, required=True, help="what comes back ($OUT on a device)")
-    parser.add_argument("--minutes", type=float, default=9.5, help="the whole call, start to summary")
+    parser.add_argument("--out", type=pathlib.Path, required=True, help="the folder to copy back ($OUT)")
+    parser.add_argument("--minutes", type=float, default=9.5, help="the whole run, start to summary")
     parser.add_argument("--finetune-minutes", type=float, default=3.0,
                         help="reserved for fine-tuning at the end (0, or no tasks: pretraining gets it all)")
     parser.add_argument("--tasks-dir", type=pathlib.Path, default=None,
@@ -446,7 +448,7 @@ def main(argv=None):
             raise InputError(f"--init-from {path}: no such file; copy here the weights an earlier run returned")
     deadline = started + args.minutes * 60 - COLLECT_SECONDS
     if args.finetune_minutes <= 0:
-        args.tasks_dir = None  # no fine-tuning: pretraining gets the whole call
+        args.tasks_dir = None  # no fine-tuning: pretraining gets the whole run
     finetune_seconds = args.finetune_minutes * 60 if args.tasks_dir else 0.0
     pretrain_minutes = (deadline - finetune_seconds - time.monotonic()) / 60
     if pretrain_minutes <= 0.2:

@@ -1,5 +1,5 @@
 """The weights training_jax.pretrain writes ({Keras variable path: array} in .npz files), split into shards
-small enough to copy back from a device call, read back whole, and set into a pretrainer. Backend-neutral
+small enough to copy back from a GPU machine, read back whole, and set into a pretrainer. Backend-neutral
 (no TensorFlow): a device scores with them, checkpoints.import_jax turns them into a model folder."""
 import pathlib
 import re
@@ -7,7 +7,7 @@ import re
 from common.errors import InputError
 from training_jax.arrays import read_weights as read_npz
 
-SHARD_BYTES = 15 * 2 ** 20  # what a device call returns: files of at most 16 MiB
+SHARD_BYTES = 15 * 2 ** 20  # what a run brings back: files of at most 16 MiB, small to copy
 
 
 def weights_file_step(name):

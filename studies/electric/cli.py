@@ -37,7 +37,7 @@ apart worse than by chance (docs/reproduction.md#electric). The real-data test
 (tests/test_electric.py) runs the same measurement on a 250-step model.
 
 The same measurement after pretraining on an accelerator that holds JAX but no TensorFlow
-(studies/electric/device.py; docs/jax_gpu.md#electric has the runbook):
+(studies/electric/device.py; studies/electric/DEVICE.md has the runbook):
   --device-export DIR    here: the dataset, the resolved config (electra_small by default), the examples as
                          arrays and the held-out sentences with their corrupted copies as token ids, into DIR;
                          prints the accelerator's commands (also DIR/COMMANDS.txt) and stops
@@ -56,7 +56,7 @@ from common.errors import exit_on_input_error
 from studies.electric import device as electric_device
 from studies.electric.ranking import REFERENCE_NAME, SHARDS, build_dataset, rank_saved_checkpoints
 
-# What the flags default to on the CPU and for an accelerator (--device-export): docs/jax_gpu.md#electric
+# What the flags default to on the CPU and for an accelerator (--device-export): studies/electric/DEVICE.md
 # says why electra_small and this corpus (its arrays about 30 MB, inside what one device call carries).
 CPU_DEFAULTS = {"model_size": "electra_tiny", "batch_size": 32, "learning_rate": 1e-3, "corpus_mb": 20.0,
                 "model": {"hidden_size": 128, "num_layers": 4, "num_heads": 2, "intermediate_size": 512,

@@ -42,7 +42,7 @@ SENTENCES_FILE = "sentences.npz"  # the held-out sentences and their copies as t
 RANKING_FILE = "ranking.json"  # on the accelerator in <export>/runs/electric/, and what comes back
 CONFIG_BACK = "config.json"  # the config that trained, in what comes back
 GROUPS = ("original", *CORRUPTIONS)
-DEFAULT_MINUTES = 18.0  # three pieces in three calls of a 30-minute device budget (docs/jax_gpu.md#electric)
+DEFAULT_MINUTES = 18.0  # three pieces in three calls of a 30-minute device budget (studies/electric/DEVICE.md)
 
 
 # ---------------------------------------------------------------- here: export

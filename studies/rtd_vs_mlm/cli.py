@@ -105,7 +105,7 @@ def main(argv=None):
                              help="--device-collect: what the call that ends with it did (what comes back)")
     parser.add_argument("--call-minutes", default=None,
                         help="--device-export: the two device calls' minutes, e.g. 9,3 (the default: the "
-                             "15-minute plan of docs/jax_gpu.md)")
+                             "15-minute plan of studies/rtd_vs_mlm/DEVICE.md)")
     args = parser.parse_args(argv)
     if args.device_size or args.device_finetune or args.device_collect:
         from studies.rtd_vs_mlm import device

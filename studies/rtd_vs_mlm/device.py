@@ -41,7 +41,7 @@ DEVICE_LOG_EVERY = 100
 FINETUNE_DIR = "finetune_tasks"  # in the export: the tasks' featurised arrays
 PIECE_MINUTES = 8.5  # one accelerator command is at most 10 minutes here: a piece, its start and its copies
 RUNS = "runs"  # on the accelerator, beside the export: <export>/runs/<arm>/, <export>/runs/finetune/<model>/
-# The 15-minute plan: two calls back to back on one warm machine (docs/jax_gpu.md).
+# The 15-minute plan: two calls back to back on one warm machine (studies/rtd_vs_mlm/DEVICE.md).
 CALL_MINUTES = (9.0, 3.0)
 PRETRAIN_RESERVE_MINUTES = 1.0  # call 1: the wheels before, the collect and the summary after the pretraining
 FINETUNE_RESERVE_MINUTES = 0.6  # call 2: the wheels before, the collect and the summary after the fine-tuning
