@@ -1,8 +1,9 @@
 """Today's and the new JAX pretraining step side by side in one run, then the fine-tuning speed (issue 33).
 
-    # on a lent GPU (JAX, Keras, NumPy; no TensorFlow), at most ~2 minutes:
+    # on a GPU machine (JAX, Keras, NumPy; no TensorFlow); each variant compiles (about a minute at electra_small),
+    # so name the ones to compare:
     KERAS_BACKEND=jax python -m bench.gpu_speed --model-size electra_small --batch-size 128 \\
-        --precision mixed_bfloat16 --seconds 10
+        --precision mixed_bfloat16 --seconds 10 --variants 'today,new,new + bf16 softmax,new + rbg'
     # here, a smoke run of the script itself (tests/test_bench_gpu_speed.py runs it on a micro model):
     KERAS_BACKEND=jax JAX_PLATFORMS=cpu python -m bench.gpu_speed --model-size electra_tiny --batch-size 8 \\
         --seconds 2 --steps-per-dispatch 4

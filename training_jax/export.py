@@ -158,10 +158,11 @@ def main(argv=None):
     from training_jax.run import device_line
 
     say(f"wrote {args.out}: {model['num_train_steps']} steps, weights at {model['checkpoint_steps']}. On a machine "
-        f"with JAX:\n  KERAS_BACKEND=jax python -m training_jax.pretrain --export {args.out} --model {args.model_name} "
-        f"--out {args.out}/runs/{args.model_name}\nor the time-boxed run as one command on a GPU machine (tasks from python -m "
-        f"finetune.arrays in {args.out}/tasks; copy .whl/ and {args.out}/ into the repository there, set OUT to the "
-        f"folder to bring back, allow about 10 minutes; add --also-mlm for the MLM baseline at equal FLOPs):\n  {device_line(args.out)}")
+        f"with JAX:\n  KERAS_BACKEND=jax python -m training_jax.pretrain --export {args.out} --model "
+        f"{args.model_name} --out {args.out}/runs/{args.model_name}\nor the time-boxed run as one command on a GPU "
+        f"machine (tasks from python -m finetune.arrays in {args.out}/tasks; copy .whl/ and {args.out}/ into the "
+        f"repository there, set OUT to the folder to bring back, allow about 10 minutes; add --also-mlm for the MLM "
+        f"baseline at equal FLOPs):\n  {device_line(args.out)}")
     return record
 
 

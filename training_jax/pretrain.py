@@ -357,7 +357,8 @@ class Run(PretrainingLoop):
     def after_first_updates(self, seconds):
         self.log(f"first step (compile + run) {seconds:.1f} s")
         self.log(f"{self.block_steps} update(s) per dispatch; layers {'scanned' if self.scan_layers else 'unrolled'}; "
-                 f"attention {'bfloat16' if self.args.bf16_attention else 'float32'} softmax; random bits {self.args.prng}")
+                 f"attention {'bfloat16' if self.args.bf16_attention else 'float32'} softmax; "
+                 f"random bits {self.args.prng}")
 
     def window_metrics(self):
         import jax

@@ -180,8 +180,9 @@ def newest_weights(folder):
     return max(found) if found else (0, None)
 
 
-# training_jax.pretrain's options of the step's speed that --pretrain-flags may pass (each computes the same update,
-# or the same distributions: tests/test_attention_dtype.py, test_jax_rng.py, test_scan_layers.py, test_jax_pretraining.py)
+# training_jax.pretrain's options of the step's speed that --pretrain-flags may pass: the same update within rounding,
+# or the same distributions (--bf16-attention: dropout's rate rounded to 1/1024); tests/test_attention_dtype.py,
+# test_jax_rng.py, test_scan_layers.py, test_jax_pretraining.py
 SPEED_FLAGS = ("--steps-per-dispatch", "--scan-layers", "--no-scan-layers", "--flat-update", "--bf16-attention",
                "--prng")
 
