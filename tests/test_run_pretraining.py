@@ -4,6 +4,7 @@ killed with SIGKILL resumes from its last complete checkpoint, --init-checkpoint
 import json
 import os
 import pathlib
+import shutil
 import signal
 import subprocess
 import sys
@@ -92,34 +93,39 @@ def saved_steps(model_dir):
     return [] if state is None else [int(p.rsplit("-", 1)[1]) for p in state.all_model_checkpoint_paths]
 
 
-def test_sigkill_mid_training_resumes_from_the_last_saved_step(data_dir):
+def test_sigkill_mid_training_resumes_from_the_last_saved_step(data_dir, capsys):
     """kill -9 while training: the restart resumes at the last listed checkpoint (complete, restorable)
     with step, weights and optimizer state, and finishes; the model folder holds everything promised.
     A second run started on the folder while the first writes stops at once (exit 2, naming the first);
-    the lock the killed run held does not block the restart."""
+    the lock the killed run held does not block the restart. Only the killed run needs its own process:
+    the refused run and the restart run in this one."""
     model_dir = data_dir / "models" / "killed"
     first = run_cli(data_dir, "--hparams", hparams(num_train_steps=100000, save_checkpoints_steps=20,
                                                    keep_checkpoint_max=3, model_size="electra_tiny"),
                     model="killed")
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and len(saved_steps(model_dir)) < 2 and first.poll() is None:
-        time.sleep(0.2)
-    second = run_cli(data_dir, "--hparams", hparams(num_train_steps=100000, model_size="electra_tiny"), model="killed")
-    refused, _ = second.communicate(timeout=120)  # one writer per folder: the second stops at once
-    assert second.returncode == 2, refused[-2000:]
-    assert f"{model_dir}: another run is pretraining here (pid {first.pid}, `run_pretraining.py" in refused
-    first.send_signal(signal.SIGKILL)
-    first.wait()
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and len(saved_steps(model_dir)) < 2 and first.poll() is None:
+            time.sleep(0.2)
+        capsys.readouterr()
+        with pytest.raises(SystemExit) as refused:  # one writer per folder: the second stops at once
+            run_pretraining.main(cli(data_dir, "--hparams", hparams(num_train_steps=100000,
+                                                                    model_size="electra_tiny"), model="killed"))
+        assert refused.value.code == 2
+        refusal = capsys.readouterr().err
+        assert f"{model_dir}: another run is pretraining here (pid {first.pid}, `run_pretraining.py" in refusal
+    finally:
+        first.send_signal(signal.SIGKILL)
+        first.wait()
     listed = saved_steps(model_dir)
     assert len(listed) >= 2, first.stdout.read()[-2000:]
     last = max(listed)
     for step in listed:  # every listed checkpoint is complete
         assert (model_dir / f"ckpt-{step}.index").is_file()
-    resumed = run_cli(data_dir, "--hparams", hparams(num_train_steps=last + 20, save_checkpoints_steps=20,
-                                                     keep_checkpoint_max=3, model_size="electra_tiny",
-                                                     do_eval=True, num_eval_steps=3), model="killed")
-    output, _ = resumed.communicate(timeout=180)
-    assert resumed.returncode == 0, output[-3000:]
+    run_pretraining.main(cli(data_dir, "--hparams", hparams(num_train_steps=last + 20, save_checkpoints_steps=20,
+                                                            keep_checkpoint_max=3, model_size="electra_tiny",
+                                                            do_eval=True, num_eval_steps=3), model="killed"))
+    output = capsys.readouterr().out
     assert f"Resuming from {model_dir / f'ckpt-{last}'} at step {last}." in output
     assert f"step {last + 10}/{last + 20}" in output  # it continued from there, not from 0
     assert max(saved_steps(model_dir)) == last + 20
@@ -140,11 +146,17 @@ def test_sigkill_mid_training_resumes_from_the_last_saved_step(data_dir):
     assert records[-1]["checkpoint_steps"] == saved_steps(model_dir)
 
 
-def test_init_checkpoint_starts_from_weights_with_a_fresh_optimizer(data_dir, capsys):
-    """A new model from another's checkpoint: same weights at step 0, then it trains and saves."""
-    source = data_dir / "models" / "source"
+@pytest.fixture(scope="module")
+def source(data_dir):
+    """A model folder trained 10 steps (ckpt-10), which the tests below only read or copy."""
     run_pretraining.main(cli(data_dir, "--hparams", hparams(num_train_steps=10, model_size="electra_tiny"),
                              model="source"))
+    return data_dir / "models" / "source"
+
+
+def test_init_checkpoint_starts_from_weights_with_a_fresh_optimizer(data_dir, source, capsys):
+    """A new model from another's checkpoint: same weights at step 0, then it trains and saves."""
+    capsys.readouterr()
     # learning_rate 0: the derived run must end with exactly the source's weights.
     run_pretraining.main(cli(data_dir, "--hparams", hparams(num_train_steps=10, learning_rate=0.0),
                              "--init-checkpoint", str(source), model="derived"))
@@ -162,12 +174,9 @@ def test_init_checkpoint_starts_from_weights_with_a_fresh_optimizer(data_dir, ca
         assert (derived_reader.get_tensor(key) == source_reader.get_tensor(key)).all(), key
 
 
-def test_a_weights_only_folder_trains_in_place_with_a_fresh_optimizer(data_dir, capsys):
+def test_a_weights_only_folder_trains_in_place_with_a_fresh_optimizer(data_dir, source, capsys):
     """An imported model folder holds weights but no optimizer: run_pretraining.py --model-name <it>
     starts from its weights at step 0 instead of failing to resume an optimizer that is not there."""
-    source = data_dir / "models" / "weights_source"
-    run_pretraining.main(cli(data_dir, "--hparams", hparams(num_train_steps=10, model_size="electra_tiny"),
-                             model="weights_source"))
     imported = data_dir / "models" / "imported"
     config = PretrainingConfig.load(source / "config.json")
     pretrainer = build_pretrainer(config)
@@ -191,10 +200,10 @@ def test_a_weights_only_folder_trains_in_place_with_a_fresh_optimizer(data_dir, 
         assert (trained.get_tensor(key) == value).all(), key
 
 
-def test_resuming_on_a_dataset_with_another_vocabulary_is_refused(data_dir, capsys):
+def test_resuming_on_a_dataset_with_another_vocabulary_is_refused(data_dir, source, capsys):
     """Same size, different tokens: the model's own vocabulary copy must win, untouched, exit 2."""
-    run_pretraining.main(cli(data_dir, "--hparams", hparams(num_train_steps=10, model_size="electra_tiny"),
-                             model="vocab_guard"))
+    shutil.copytree(source, data_dir / "models" / "vocab_guard")  # a trained folder (ckpt-10) of its own
+    assert saved_steps(data_dir / "models" / "vocab_guard") == [10]
     copy = data_dir / "models" / "vocab_guard" / "vocab.txt"
     tokens = copy.read_text().split("\n")
     tokens[10], tokens[11] = tokens[11], tokens[10]  # as if trained with another vocabulary of this size
