@@ -28,7 +28,7 @@ config = PretrainingConfig.create({
     "model_size": "electra_tiny", "vocab_size": 50, "cls_token_id": 2, "sep_token_id": 3, "mask_token_id": 4,
     "max_seq_length": 16, "num_warmup_steps": 0, "learning_rate": 1e-2, "clip_norm": 0.05,
     "num_train_steps": 10,
-    "model_hparam_overrides": {**MICRO_MODEL, "dropout": 0.0, "attention_dropout": 0.0}})
+    "model_hparam_overrides": {**MICRO_MODEL, "num_layers": 1, "dropout": 0.0, "attention_dropout": 0.0}})
 GLOBAL, SEQ, N = 8, 16, config.max_predictions_per_seq
 rng = np.random.default_rng(0)
 lengths = rng.integers(6, SEQ + 1, GLOBAL)
@@ -153,7 +153,7 @@ def test_two_worker_multi_worker_mirrored_run_trains_and_checkpoints(tmp_path):
 
     build_tiny_dataset(tmp_path, max_seq_length=32, num_shards=2, max_documents=30)
     workers = [f"localhost:{port}" for port in free_ports(2)]
-    hparams = json.dumps({"model_size": "electra_tiny", "model_hparam_overrides": MICRO_MODEL,
+    hparams = json.dumps({"model_size": "electra_tiny", "model_hparam_overrides": {**MICRO_MODEL, "num_layers": 1},
                           "train_batch_size": 8, "num_train_steps": 6, "iterations_per_loop": 3,
                           "save_checkpoints_steps": 3, "num_warmup_steps": 2})
     processes = []
