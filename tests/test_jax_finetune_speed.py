@@ -130,7 +130,8 @@ SCRIPT = textwrap.dedent('''
 
 
 def test_one_program_per_shape_and_the_same_numbers(tmp_path):
-    script = SCRIPT.replace("ROOT", repr(str(tmp_path))).replace("MODEL", repr(MICRO_MODEL))
+    # one layer: what is compared (padding, compiles, the old way, bfloat16) does not depend on the depth
+    script = SCRIPT.replace("ROOT", repr(str(tmp_path))).replace("MODEL", repr({**MICRO_MODEL, "num_layers": 1}))
     results = run_script_under_jax(script, REPO_ROOT)
     for reduction in ("sum", "mean"):
         figures = results[reduction]
