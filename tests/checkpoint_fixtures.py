@@ -76,15 +76,17 @@ def max_diff(ours, theirs, mask):
     return float(np.max(np.abs(ours[selected] - theirs[selected])))
 
 
-def micro_model_folder(data_dir, vocab_file, step, name="tiny"):
-    """<data_dir>/models/<name>/: a micro pretrained model (2 layers, the given vocabulary: BERT's in the
-    real-data tier) written as run_pretraining.py writes one (storage.model_folder), at checkpoint `step`."""
+def micro_model_folder(data_dir, vocab_file, step, name="tiny", num_layers=2):
+    """<data_dir>/models/<name>/: a micro pretrained model (`num_layers` layers, the given vocabulary: BERT's in
+    the real-data tier) written as run_pretraining.py writes one (storage.model_folder), at checkpoint `step`.
+    One layer traces and compiles in about half the time, for tests whose claims hold for any depth."""
     from configs.pretraining_config import PretrainingConfig
     from pretrain.builder import build_pretrainer
     from storage.model_folder import write_model_folder
     from tests.helpers import MICRO_MODEL
 
-    config = PretrainingConfig.create({"model_size": "electra_tiny", "model_hparam_overrides": MICRO_MODEL,
+    overrides = {**MICRO_MODEL, "num_layers": num_layers}
+    config = PretrainingConfig.create({"model_size": "electra_tiny", "model_hparam_overrides": overrides,
                                        "model_name": name})
     folder = pathlib.Path(data_dir) / "models" / name
     return write_model_folder(folder, config, build_pretrainer(config), vocab_file, step=step)
