@@ -17,7 +17,8 @@ from configs.pretraining_config import PretrainingConfig
 from training.step import SKIPPED
 from tests.helpers import MICRO_MODEL, build_tiny_dataset, train_scalars
 
-FAST = {"model_size": "electra_tiny", "model_hparam_overrides": MICRO_MODEL, "train_batch_size": 8,
+ONE_LAYER = {**MICRO_MODEL, "num_layers": 1}  # what these tests prove does not depend on depth
+FAST = {"model_size": "electra_tiny", "model_hparam_overrides": ONE_LAYER, "train_batch_size": 8,
         "eval_batch_size": 8, "num_warmup_steps": 2, "iterations_per_loop": 1, "save_checkpoints_steps": 3,
         "num_train_steps": 6, "do_eval": True, "num_eval_steps": 2}
 
@@ -96,7 +97,7 @@ def float16_steps(initial_loss_scale, growth_interval):
         "model_size": "electra_tiny", "vocab_size": 50, "cls_token_id": 2, "sep_token_id": 3,
         "mask_token_id": 4, "max_seq_length": 16, "num_warmup_steps": 0, "learning_rate": 1e-3,
         "num_train_steps": 100, "mixed_precision": "mixed_float16",
-        "model_hparam_overrides": {**MICRO_MODEL, "dropout": 0.0, "attention_dropout": 0.0}})
+        "model_hparam_overrides": {**ONE_LAYER, "dropout": 0.0, "attention_dropout": 0.0}})
     strategy = tf.distribute.get_strategy()
     pretrainer, optimizer = build(config, strategy)
     assert pretrainer.discriminator.transformer_layers[0].attention_self.query.compute_dtype == "float16"
