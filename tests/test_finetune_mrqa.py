@@ -191,8 +191,8 @@ def test_the_jax_export_refuses_span_tasks_clearly():
 
 
 def tiny_model_folder(root, vocab_words):
-    """<root>/models/tiny: a 2-layer, 32-wide pretrained folder (untrained weights) whose vocabulary is the
-    specials and `vocab_words`: what run_finetuning.py reads."""
+    """<root>/models/tiny: a 1-layer (it traces fastest), 32-wide pretrained folder (untrained weights) whose
+    vocabulary is the specials and `vocab_words`: what run_finetuning.py reads."""
     import tensorflow as tf
 
     from configs.pretraining_config import PretrainingConfig
@@ -202,8 +202,8 @@ def tiny_model_folder(root, vocab_words):
 
     folder = root / "models" / "tiny"
     folder.mkdir(parents=True)
-    config = PretrainingConfig.create({"model_size": "electra_tiny", "model_hparam_overrides": MICRO_MODEL,
-                                       "model_name": "tiny"})
+    config = PretrainingConfig.create({"model_size": "electra_tiny",
+                                       "model_hparam_overrides": {**MICRO_MODEL, "num_layers": 1}, "model_name": "tiny"})
     config.save(folder / "config.json")
     (folder / "vocab.txt").write_text("\n".join(SPECIALS + sorted(set(vocab_words))) + "\n", encoding="utf-8")
     manager = tf.train.CheckpointManager(tf.train.Checkpoint(model=model_trackable(build_pretrainer(config))),
@@ -391,12 +391,12 @@ def test_first_answer_scores_100_and_the_first_span_nearly(mrqa_examples):
 
 @pytest.fixture(scope="module")
 def newsqa_root(tmp_path_factory, mrqa_files, bert_vocab_file):
-    """A tiny pretrained model folder with BERT's vocabulary, and NewsQA's first 12 dev contexts as
-    finetuning_data/newsqa/train.jsonl, the next 4 as dev.jsonl."""
+    """A tiny pretrained model folder (1 layer: it traces fastest) with BERT's vocabulary, and NewsQA's first
+    12 dev contexts as finetuning_data/newsqa/train.jsonl, the next 4 as dev.jsonl."""
     from tests.checkpoint_fixtures import micro_model_folder
 
     root = tmp_path_factory.mktemp("mrqa_run")
-    micro_model_folder(root, bert_vocab_file, step=1)
+    micro_model_folder(root, bert_vocab_file, step=1, num_layers=1)
     records = raw_records(mrqa_files["NewsQA"], limit=16)
     write_mrqa(root / "finetuning_data" / "newsqa" / "train.jsonl", records[:12])
     write_mrqa(root / "finetuning_data" / "newsqa" / "dev.jsonl", records[12:])
