@@ -203,7 +203,8 @@ def tiny_model_folder(root, vocab_words):
     folder = root / "models" / "tiny"
     folder.mkdir(parents=True)
     config = PretrainingConfig.create({"model_size": "electra_tiny",
-                                       "model_hparam_overrides": {**MICRO_MODEL, "num_layers": 1}, "model_name": "tiny"})
+                                       "model_hparam_overrides": {**MICRO_MODEL, "num_layers": 1},
+                                       "model_name": "tiny"})
     config.save(folder / "config.json")
     (folder / "vocab.txt").write_text("\n".join(SPECIALS + sorted(set(vocab_words))) + "\n", encoding="utf-8")
     manager = tf.train.CheckpointManager(tf.train.Checkpoint(model=model_trackable(build_pretrainer(config))),
