@@ -1,4 +1,4 @@
-"""The collapse warning inside real runs (micro model, tiny dataset, 500 steps: the detector's first check).
+"""The collapse warning inside real runs (1-layer micro model, tiny dataset, 500 steps: the detector's first check).
 
 Both runs fake tokens with the original's uniform_generator, so the discriminator's task does not change
 as a generator learns, and differ only in learning_rate: at 1e-3 the discriminator learns (AUC ≈ 0.9 by
@@ -12,7 +12,7 @@ import pytest
 import run_pretraining
 from tests.helpers import MICRO_MODEL, build_tiny_dataset, train_scalars
 
-BASE = {"model_size": "electra_tiny", "model_hparam_overrides": MICRO_MODEL, "train_batch_size": 8,
+BASE = {"model_size": "electra_tiny", "model_hparam_overrides": {**MICRO_MODEL, "num_layers": 1}, "train_batch_size": 8,
         "num_warmup_steps": 10, "iterations_per_loop": 100, "num_train_steps": 500,
         "save_checkpoints_steps": 1000, "uniform_generator": True}
 WARNING = "warning: the discriminator looks collapsed at step 500"
