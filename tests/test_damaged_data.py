@@ -14,7 +14,8 @@ from data import inspect_dataset, tfrecords
 from tests.helpers import MICRO_MODEL, build_tiny_dataset
 from storage import model_folder
 
-FAST = {"model_size": "electra_tiny", "model_hparam_overrides": MICRO_MODEL, "train_batch_size": 8,
+# 1 layer: a damaged file is found and named whatever the model's depth
+FAST = {"model_size": "electra_tiny", "model_hparam_overrides": {**MICRO_MODEL, "num_layers": 1}, "train_batch_size": 8,
         "eval_batch_size": 8, "num_warmup_steps": 10, "iterations_per_loop": 10, "save_checkpoints_steps": 10}
 SHARD_0, SHARD_1 = (tfrecords.shard_name(i, 2) for i in range(2))
 
