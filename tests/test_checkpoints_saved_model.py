@@ -121,7 +121,8 @@ def test_truncate_pair_is_berts_loop():
 
 
 def finetuned_folder(folder, tokenizer, bert_vocab_file, task_name):
-    """A fine-tuned model folder as run_finetuning.py saves one (finetune.saved), random weights."""
+    """A fine-tuned model folder as run_finetuning.py saves one (finetune.saved), random weights; one layer,
+    which the export traces fastest (what the tests check holds for any depth)."""
     from configs.model_config import ModelConfig
     from finetune.heads import ClassificationHead
     from finetune.model import SingleTaskModel
@@ -130,7 +131,7 @@ def finetuned_folder(folder, tokenizer, bert_vocab_file, task_name):
     from finetune.registry import get_task
 
     task = get_task(task_name)
-    model_config = ModelConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_layers=2, num_heads=2,
+    model_config = ModelConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_layers=1, num_heads=2,
                                intermediate_size=64, embedding_size=16, max_position_embeddings=64)
     encoder = build_encoder(model_config)
     head = ClassificationHead(task.num_outputs, model_config.hidden_size, name=task.name)
