@@ -110,7 +110,8 @@ def fresh_study(plan, work_dir):
 
 
 def assert_folder_holds(folder, results, step):
-    """The model folder's checkpoint is `step` and holds exactly the weights that came back."""
+    """The model folder's checkpoint is `step` and holds exactly the weights that came back; returns the folder
+    as loaded (pretrain.loaded_folder), for a test to use without loading it again."""
     from pretrain.loaded_folder import load_model_folder
     from training_jax.weights import read_weights
 
@@ -119,7 +120,7 @@ def assert_folder_holds(folder, results, step):
     came_back = read_weights(results / "electra", f"weights-{step}.npz")
     for variable in loaded.pretrainer.weights:
         np.testing.assert_array_equal(variable.numpy(), came_back[variable.path].astype(variable.dtype))
-    return loaded.config
+    return loaded
 
 
 def import_jax_args(plan, export, results, step, data_dir, name):
@@ -147,14 +148,14 @@ def test_a_run_sized_shorter_than_planned_imports_through_the_study_and_import_j
     device.import_device_run(plan, "electra", outs["sized"])
     for step in (SIZED // BUDGETS, SIZED):  # the collect brings the newest weights only
         assert (plan.data_dir / "models" / f"electra_step{step}").is_dir() == (step == SIZED)
-    config = assert_folder_holds(plan.data_dir / "models" / f"electra_step{SIZED}", outs["sized"], SIZED)
+    config = assert_folder_holds(plan.data_dir / "models" / f"electra_step{SIZED}", outs["sized"], SIZED).config
     assert (config.num_train_steps, config.num_warmup_steps, config.save_checkpoints_steps) == (SIZED, 1, 2)
     curves = (plan.data_dir / "models" / "electra" / "metrics.jsonl").read_text().splitlines()
     assert json.loads(curves[-1])["split"] == "run" and (plan.data_dir / "models" / "electra" / "logs").is_dir()
 
     folder = import_jax.main(import_jax_args(plan, export, outs["sized"], SIZED, tmp_path / "data", "sized"))
     assert f"sized to {SIZED} of the planned {PLANNED} steps" in capsys.readouterr().out
-    assert assert_folder_holds(folder, outs["sized"], SIZED).num_train_steps == SIZED
+    assert assert_folder_holds(folder, outs["sized"], SIZED).config.num_train_steps == SIZED
 
 
 def test_an_older_run_record_imports_saying_so_and_another_config_is_refused(device_runs, tmp_path, capsys):
@@ -173,7 +174,7 @@ def test_an_older_run_record_imports_saying_so_and_another_config_is_refused(dev
     folder = import_jax.main(import_jax_args(plan, export, older, SIZED, tmp_path / "data", "older"))
     said = [line for line in capsys.readouterr().out.splitlines() if "exported (unsized) config" in line]
     assert len(said) == 1 and f"num_train_steps {PLANNED} -> {SIZED}" in said[0], said
-    assert assert_folder_holds(folder, older, SIZED).num_train_steps == SIZED
+    assert assert_folder_holds(folder, older, SIZED).config.num_train_steps == SIZED
     study_plan = fresh_study(plan, tmp_path / "study")
     device.import_device_run(study_plan, "electra", older)
     assert "exported (unsized) config" in capsys.readouterr().out
@@ -208,14 +209,14 @@ def test_a_run_stopped_at_its_hard_limit_imports_its_newest_weights(device_runs,
     device.import_device_run(study_plan, "electra", stopped)
     printed = capsys.readouterr().out
     assert "its last line is cut off" in printed and "the run stopped at step 1, before its checkpoint(s)" in printed
-    config = assert_folder_holds(study_plan.data_dir / "models" / "electra_step1", stopped, 1)
+    config = assert_folder_holds(study_plan.data_dir / "models" / "electra_step1", stopped, 1).config
     assert config.num_train_steps == SIZED
     curves = (study_plan.data_dir / "models" / "electra" / "metrics.jsonl").read_text().splitlines()
     assert curves == whole  # the records that were whole, the cut one dropped
 
     folder = import_jax.main(import_jax_args(plan, export, stopped, 1, tmp_path / "data", "stopped"))
     assert f"as the device sized it ({SIZED} steps, plan.json)" in capsys.readouterr().out
-    assert assert_folder_holds(folder, stopped, 1).num_train_steps == SIZED
+    assert assert_folder_holds(folder, stopped, 1).config.num_train_steps == SIZED
     # the history of the weights imported: the whole records up to their step, no run record (unfinished)
     history = [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines()]
     assert history == [json.loads(line) for line in whole if json.loads(line)["step"] <= 1] and history
@@ -287,7 +288,8 @@ def test_the_h200_weights_import_match_jax_and_finetune_mrpc(h200_run, shared_da
                               "--model-name", "electra_h200"])
     said = [line for line in capsys.readouterr().out.splitlines() if "exported (unsized) config" in line]
     assert len(said) == 1 and "num_train_steps 1000000 -> 11144" in said[0], said
-    config = assert_folder_holds(folder, h200_run, 11144)
+    loaded = assert_folder_holds(folder, h200_run, 11144)
+    config = loaded.config
     assert (config.model_size, config.num_train_steps, config.num_warmup_steps) == ("electra_small", 11144, 1114)
     # the run's history came with its weights of its last step: every line, its run record last, as TensorBoard
     # scalars and the curves PNG too
@@ -296,10 +298,8 @@ def test_the_h200_weights_import_match_jax_and_finetune_mrpc(h200_run, shared_da
     assert json.loads(history[-1])["split"] == "run"
     assert list((folder / "logs" / "eval").glob("events.out.tfevents.*")) and (folder / "logs" / "curves.png").is_file()
 
-    from pretrain.loaded_folder import load_model_folder
-
     _, batch = sst2_batch(shared_data, load_tokenizer(vocab_file=bert_vocab_file, lower_case=True))
-    pretrainer = load_model_folder(folder).pretrainer
+    pretrainer = loaded.pretrainer  # the folder as loaded above, not loaded again
     ours = np.asarray(pretrainer.discriminator_head(pretrainer.discriminator(batch, training=False)))
     script = (JAX_DISCRIMINATOR.replace("FOLDER", repr(str(h200_run / "electra")))
               .replace("CONFIG", repr(str(folder / "config.json")))
