@@ -33,6 +33,18 @@ def build(tmp_path, corpus_dir, vocab_file, *extra, name="out"):
     return output, cli.main(args)
 
 
+@pytest.fixture(scope="module")
+def default_build(tmp_path_factory, corpus_dir, vocab_file):
+    """(output, metadata) of one build with the defaults, built once for the tests that only read it."""
+    return build(tmp_path_factory.mktemp("default_build"), corpus_dir, vocab_file)
+
+
+@pytest.fixture(scope="module")
+def four_shard_build(tmp_path_factory, corpus_dir, vocab_file):
+    """(output, metadata) of one single-process build into 4 shards, for the tests that only read it."""
+    return build(tmp_path_factory.mktemp("four_shard_build"), corpus_dir, vocab_file, "--num-shards", "4")
+
+
 def shard_bytes(output):
     return {p.name: p.read_bytes() for p in sorted(output.glob(tfrecords.SHARD_PREFIX + "*"))}
 
@@ -63,8 +75,8 @@ def test_build_writes_shards_and_metadata_that_the_reader_confirms(tmp_path, cor
     assert (segments <= mask).all()
 
 
-def test_same_seed_same_bytes_other_seed_other_bytes(tmp_path, corpus_dir, vocab_file):
-    first, _ = build(tmp_path, corpus_dir, vocab_file, name="a")
+def test_same_seed_same_bytes_other_seed_other_bytes(tmp_path, corpus_dir, vocab_file, default_build):
+    first, _ = default_build
     second, _ = build(tmp_path, corpus_dir, vocab_file, name="b")
     third, _ = build(tmp_path, corpus_dir, vocab_file, "--seed", "7", name="c")
     assert shard_bytes(first) == shard_bytes(second)
@@ -72,8 +84,8 @@ def test_same_seed_same_bytes_other_seed_other_bytes(tmp_path, corpus_dir, vocab
     assert (first / "metadata.json").read_bytes() == (second / "metadata.json").read_bytes()
 
 
-def test_two_processes_are_deterministic_and_lose_nothing(tmp_path, corpus_dir, vocab_file):
-    single, single_meta = build(tmp_path, corpus_dir, vocab_file, "--num-shards", "4", name="one")
+def test_two_processes_are_deterministic_and_lose_nothing(tmp_path, corpus_dir, vocab_file, four_shard_build):
+    _, single_meta = four_shard_build
     first, meta = build(tmp_path, corpus_dir, vocab_file, "--num-processes", "2", "--num-shards", "4", name="p1")
     second, _ = build(tmp_path, corpus_dir, vocab_file, "--num-processes", "2", "--num-shards", "4", name="p2")
     assert shard_bytes(first) == shard_bytes(second)
@@ -135,10 +147,10 @@ def test_reader_refuses_a_changed_shard(tmp_path, corpus_dir, vocab_file):
         tfrecords.load_metadata(output)
 
 
-def test_reader_splits_files_across_input_pipelines(tmp_path, corpus_dir, vocab_file):
+def test_reader_splits_files_across_input_pipelines(four_shard_build):
     import tensorflow as tf
 
-    output, metadata = build(tmp_path, corpus_dir, vocab_file, "--num-shards", "4")
+    output, metadata = four_shard_build
     seen = []
     for pipeline in range(2):
         context = tf.distribute.InputContext(num_input_pipelines=2, input_pipeline_id=pipeline,
@@ -150,8 +162,8 @@ def test_reader_splits_files_across_input_pipelines(tmp_path, corpus_dir, vocab_
     assert len(seen[1]) == per_shard[1] + per_shard[3], "pipeline 1 reads shards 1 and 3"
 
 
-def test_dataset_check_against_model(tmp_path, corpus_dir, vocab_file):
-    output, metadata = build(tmp_path, corpus_dir, vocab_file)
+def test_dataset_check_against_model(default_build):
+    output, metadata = default_build
     tfrecords.check_dataset_matches(metadata, output, vocab_sha256=metadata["vocab"]["sha256"],
                                     vocab_size=metadata["vocab"]["size"], max_seq_length=64)
     with pytest.raises(InputError, match="another vocabulary"):
