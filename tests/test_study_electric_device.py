@@ -98,7 +98,9 @@ def test_the_whole_electric_device_sequence_dry_runs_on_the_cpu(exported, tmp_pa
     assert back == ["electric/config.json", "electric/metrics.jsonl", "electric/ranking.json",
                     "electric/weights-14.part1of1.npz"]
     assert all((out / name).stat().st_size <= jax_weights.SHARD_BYTES for name in back)
-    splits, run = pretrain.read_metrics(out / "electric")
+    from pretrain_loop.metrics_file import read_metrics
+
+    splits, run = read_metrics(out / "electric")
     assert run["num_train_steps"] == steps and splits["train"][-1]["step"] == steps
     assert [r["step"] for r in splits["eval"]][-1] == steps
     device_ranking = json.loads((out / "electric" / "ranking.json").read_text())

@@ -5,7 +5,7 @@ import pytest
 import tensorflow as tf
 
 from studies import tf_vs_jax_curves
-from training_jax.pretrain import METRICS_FILE
+from pretrain_loop.metrics_file import METRICS_FILE
 
 
 def write_tf_logs(model_dir, split, records):

@@ -9,7 +9,7 @@ import at module level: TensorFlow is imported only to read event files, matplot
 import pathlib
 
 from pretrain_loop import curves as run_curves
-from pretrain_loop.curves import CURVES, CURVES_FILE, SPLITS, curve_grid  # noqa: F401  (the studies import them here)
+from pretrain_loop.curves import CURVES, SPLITS
 
 
 def training_curves(folder, split="train"):

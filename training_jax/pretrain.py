@@ -43,8 +43,6 @@ from common.atomic import atomic_path
 from common.errors import InputError, exit_on_input_error
 from pretrain_loop.base import DONE, PAUSED, PretrainingLoop
 from pretrain_loop.cadence import Cadence
-# the studies and training_jax.run read them here
-from pretrain_loop.metrics_file import LEGACY_RUN_FILE, METRICS_FILE, read_metrics  # noqa: F401
 from training_jax import fit
 from training_jax import state as state_lib
 from training_jax.arrays import load_packed, unpack_examples

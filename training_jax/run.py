@@ -40,9 +40,10 @@ import threading
 import time
 
 from common.errors import InputError, exit_on_input_error
+from pretrain_loop.metrics_file import METRICS_FILE
 from training_jax.export_file import read_export_file, write_export_file
 
-RESULTS_FILE, RUN_FILE, METRICS_FILE = "results.json", "run.json", "metrics.jsonl"
+RESULTS_FILE, RUN_FILE = "results.json", "run.json"
 EXPORTED_FILES = ("train.npz", "eval.npz", "train.npz.xz", "eval.npz.xz")  # old exports: .npz; newer: .npz.xz
 COLLECT_SECONDS = 15.0  # writing what comes back and the summary
 CONTINUED_WARMUP_FRACTION = 0.01  # fresh moments after --init-from: the original's warmup share (10k of 1M)

@@ -5,7 +5,7 @@
 
 RUNS_DIR holds one folder per arm (electra/, mlm/), each with the metrics.jsonl that
 training_jax.pretrain wrote. The figure plots the held-out evaluations (solid) and the training windows
-(faint) of every metric of training.curves.CURVES against step; the table (printed, Markdown) lists the
+(faint) of every metric of pretrain_loop.curves.CURVES against step; the table (printed, Markdown) lists the
 first held-out evaluation at or after every multiple of --every steps, and the last.
 """
 import argparse
@@ -13,9 +13,9 @@ import pathlib
 import sys
 
 
-from training_jax.pretrain import METRICS_FILE, read_metrics
+from pretrain_loop.metrics_file import METRICS_FILE, read_metrics
 from studies.rtd_vs_mlm.plan import ARMS
-from training.curves import CURVES, curve_grid
+from pretrain_loop.curves import CURVES, curve_grid
 
 
 LABELS = {"electra": "ELECTRA (replaced-token detection)", "mlm": "MLM only (BERT objective)"}

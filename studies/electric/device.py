@@ -257,7 +257,7 @@ def collect_from_device(study_dir, out):
     """Into <out>/electric/ (at most 6 files): ranking.json, metrics.jsonl, the config that trains, and the
     newest checkpoint's weights in shards. Whatever exists so far: run it after every piece, so that a
     machine taken back mid-way still returned the latest progress."""
-    from training_jax.pretrain import METRICS_FILE
+    from pretrain_loop.metrics_file import METRICS_FILE
 
     study_dir, out = pathlib.Path(study_dir), pathlib.Path(out)
     study = study_device.read_study(study_dir, EXPORTER)
@@ -334,7 +334,7 @@ def import_device_results(args, data_dir, results_dir):
 
 def device_run_note(source):
     """What metrics.jsonl says of the run: finished (its run record) or how far it got."""
-    from training_jax.pretrain import METRICS_FILE, read_metrics
+    from pretrain_loop.metrics_file import METRICS_FILE, read_metrics
 
     if not (source / METRICS_FILE).is_file():
         return {"finished": False}

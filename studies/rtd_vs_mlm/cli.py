@@ -227,7 +227,7 @@ def device_sized_steps(results_dir):
     (its sized entry), else the ELECTRA run's record; (None, None, None) when neither is there."""
     from checkpoints import run_record
     from training_jax.export_file import from_old_format
-    from training_jax.pretrain import METRICS_FILE
+    from pretrain_loop.metrics_file import METRICS_FILE
 
     path = pathlib.Path(results_dir) / run_record.PLAN_FILE
     if path.is_file():

@@ -31,6 +31,7 @@ from common import atomic
 from studies.rtd_vs_mlm.plan import ARMS, CONTROL, WARMUP_FRACTION, Plan, pretraining_hparams
 from studies.rtd_vs_mlm.stages import REPO, add_timing, log
 from common.errors import InputError
+from pretrain_loop.metrics_file import METRICS_FILE
 from storage import model_folder
 from training_jax import fit
 from training_jax.run import DEVICE_PRELUDE, WHEELS_DIR
@@ -405,7 +406,6 @@ def collect_from_device(study_dir, out, part="pretraining"):
     always; after pretraining each arm's metrics.jsonl and newest weights in shards of at most 15 MiB;
     after fine-tuning one JSON per fine-tuned model holding its tasks' results files. Whatever exists so
     far; then the call's summary, the last lines the call prints."""
-    from training_jax.pretrain import METRICS_FILE
 
     study_dir, out = pathlib.Path(study_dir), pathlib.Path(out)
     study = read_study(study_dir)
@@ -431,7 +431,7 @@ def collect_from_device(study_dir, out, part="pretraining"):
 def run_record(study_dir, study):
     """plan.json: the exported study, each arm's sized entry and how its run stands (done, stopped at a step,
     or failed with its log's last line), the fine-tuning jobs' states, the throughput when measured."""
-    from training_jax.pretrain import read_metrics
+    from pretrain_loop.metrics_file import read_metrics
 
     arms = {}
     for arm in ARMS:
@@ -557,10 +557,10 @@ def import_device_run(plan, arm, results_dir):
                                          f" (the run stopped at step {step}, before its checkpoint(s) {planned}; "
                                          "run_finetuning.py takes the folder, the study's table only checkpoints)"))
     curves_folder = plan.data_dir / "models" / arm
-    if records and not (curves_folder / pretrain_jax.METRICS_FILE).is_file():
+    if records and not (curves_folder / METRICS_FILE).is_file():
         write_curves(records, curves_folder / "logs")
         curves_folder.mkdir(parents=True, exist_ok=True)
-        atomic.write_text(curves_folder / pretrain_jax.METRICS_FILE,  # last: the import is complete
+        atomic.write_text(curves_folder / METRICS_FILE,  # last: the import is complete
                           "".join(json.dumps(record) + "\n" for record in records))
         if device_run:
             add_timing(plan.work_dir, f"pretrain {arm} (device)", device_run["wall_clock_seconds"])
@@ -576,9 +576,7 @@ def read_device_run(source, arm, expected, results_dir):
     """(the metrics records, the run record or None) of a device run that came back into `source`, after
     checking that it trained `expected` (this study's config of the arm, at its sized steps). With no run
     record (the run was stopped at its limit), the collect's plan.json must have sized it to the same steps."""
-    from training_jax import pretrain as pretrain_jax
-
-    metrics_file = pathlib.Path(source) / pretrain_jax.METRICS_FILE
+    metrics_file = pathlib.Path(source) / METRICS_FILE
     records, device_run, note = jax_run.read_run(metrics_file) if metrics_file.is_file() else ([], None, None)
     if note:
         log(note)

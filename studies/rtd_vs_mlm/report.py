@@ -5,7 +5,8 @@ import json
 from studies.rtd_vs_mlm.plan import ARMS, CONTROL
 from studies.rtd_vs_mlm.stages import TIMINGS, finetuned, results_file
 from finetune.registry import get_task
-from training.curves import CURVES, training_curves
+from pretrain_loop.curves import CURVES
+from training.curves import training_curves
 
 def collect(plan):
     """Every finished cell: {arm: [{step, flops, scores: {task: median}, baselines, average}]}."""

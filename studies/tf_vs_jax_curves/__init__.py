@@ -22,8 +22,9 @@ import json
 import pathlib
 import statistics
 
-from training_jax.pretrain import METRICS_FILE, read_metrics
-from training.curves import CURVES, SPLITS, curve_grid, training_curves
+from pretrain_loop.curves import CURVES, SPLITS, curve_grid
+from pretrain_loop.metrics_file import METRICS_FILE, read_metrics
+from training.curves import training_curves
 from common.errors import InputError, exit_on_input_error
 from storage import model_folder
 
