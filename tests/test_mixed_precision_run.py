@@ -89,7 +89,13 @@ def test_mixed_precision_run_is_finite_checkpoints_float32_weights(data_dir, flo
 
 
 # ------------------------------------------------------------------ the dynamic loss scale, step by step
-def float16_steps(initial_loss_scale, growth_interval):
+GROWTH_INTERVAL = 3
+
+
+@pytest.fixture(scope="module")
+def float16_steps():
+    """One float16 model and its traced steps (2^40 initial loss scale, doubling after 3 good steps), shared by
+    the tests below: each sets the scale it starts from and counts updates from where it starts."""
     from training.loop import build
     from training.step import PretrainingSteps
 
@@ -102,13 +108,21 @@ def float16_steps(initial_loss_scale, growth_interval):
     pretrainer, optimizer = build(config, strategy)
     assert pretrainer.discriminator.transformer_layers[0].attention_self.query.compute_dtype == "float16"
     steps = PretrainingSteps(strategy, pretrainer, optimizer, dynamic_loss_scale=True,
-                             initial_loss_scale=initial_loss_scale, loss_scale_growth_interval=growth_interval)
+                             initial_loss_scale=2.0 ** 40, loss_scale_growth_interval=GROWTH_INTERVAL)
+    assert float(steps.loss_scale.numpy()) == 2.0 ** 40 and int(steps.good_steps.numpy()) == 0
     rng = np.random.default_rng(0)
     ids = rng.integers(5, 50, (8, 16)).astype("int32")
     ids[:, 0], ids[:, -1] = 2, 3
     examples = {"input_ids": ids, "input_mask": np.ones_like(ids), "segment_ids": np.zeros_like(ids)}
     iterator = iter(tf.data.Dataset.from_tensor_slices(examples).batch(8).repeat())
     return steps, pretrainer, optimizer, iterator
+
+
+def starting_from(float16_steps, loss_scale):
+    steps = float16_steps[0]
+    steps.loss_scale.assign(loss_scale)
+    steps.good_steps.assign(0)
+    return float16_steps
 
 
 def snapshot(pretrainer, optimizer, steps):
@@ -122,18 +136,18 @@ def same(a, b):
     return all(np.array_equal(x, y) for x, y in zip(a, b))
 
 
-def test_float16_overflow_skips_the_update_and_halves_the_scale():
+def test_float16_overflow_skips_the_update_and_halves_the_scale(float16_steps):
     """A loss scale of 2^40 overflows float16 in the backward pass (a real overflow, not an injected
     inf): the update is skipped everywhere, the scale halves each time until the gradients are finite,
     then updates resume."""
-    steps, pretrainer, optimizer, iterator = float16_steps(2.0 ** 40, growth_interval=1000)
+    steps, pretrainer, optimizer, iterator = starting_from(float16_steps, 2.0 ** 40)
     before = snapshot(pretrainer, optimizer, steps)
     stats = steps.train(iterator, 1, 16)
     after = snapshot(pretrainer, optimizer, steps)
     assert float(stats[SKIPPED]) == 1.0
     assert all(math.isfinite(float(v)) for k, v in stats.items() if "loss" in k)  # the forward pass is fine
     assert same(before["weights"], after["weights"]) and same(before["slots"], after["slots"])
-    assert after["iterations"] == before["iterations"] == 0
+    assert after["iterations"] == before["iterations"]
     assert after["scale"] == 2.0 ** 39 and after["good"] == 0
     for attempt in range(30):  # halves until float16 holds the scaled gradients
         scale = float(steps.loss_scale.numpy())
@@ -144,25 +158,26 @@ def test_float16_overflow_skips_the_update_and_halves_the_scale():
     else:
         pytest.fail("the loss scale never came down to a finite-gradient value")
     applied = snapshot(pretrainer, optimizer, steps)
-    assert applied["iterations"] == 1 and applied["good"] == 1 and applied["scale"] == scale
+    assert applied["iterations"] == before["iterations"] + 1 and applied["good"] == 1 and applied["scale"] == scale
     assert 1.0 <= scale <= 2.0 ** 30  # it came down far from 2^40, and not below 1
     assert not same(after["weights"], applied["weights"])
     assert all(np.isfinite(w).all() for w in applied["weights"])
 
 
-def test_float16_scale_doubles_after_the_growth_interval_of_good_steps():
-    steps, pretrainer, optimizer, iterator = float16_steps(4.0, growth_interval=3)
+def test_float16_scale_doubles_after_the_growth_interval_of_good_steps(float16_steps):
+    steps, pretrainer, optimizer, iterator = starting_from(float16_steps, 4.0)
+    start = int(optimizer.iterations.numpy())
     history = []
     for _ in range(7):
         stats = steps.train(iterator, 1, 16)
         assert float(stats[SKIPPED]) == 0.0  # 4 × the loss is far from float16's range
-        history.append((int(optimizer.iterations.numpy()), float(steps.loss_scale.numpy()),
+        history.append((int(optimizer.iterations.numpy()) - start, float(steps.loss_scale.numpy()),
                         int(steps.good_steps.numpy())))
     assert history == [(1, 4.0, 1), (2, 4.0, 2), (3, 8.0, 0), (4, 8.0, 1), (5, 8.0, 2), (6, 16.0, 0),
                        (7, 16.0, 1)]
     # Several steps in one call (the loop's host loop) follow the same rule.
     steps.train(iterator, 2, 16)
-    assert (int(optimizer.iterations.numpy()), float(steps.loss_scale.numpy())) == (9, 32.0)
+    assert (int(optimizer.iterations.numpy()) - start, float(steps.loss_scale.numpy())) == (9, 32.0)
 
 
 def test_a_run_counts_updates_not_skipped_steps(data_dir, monkeypatch, capsys):
