@@ -159,9 +159,10 @@ def worker_peak_tf(args):
     return result
 
 
-def build_tf_step(args, precision, xla, model_size="electra_small"):
+def build_tf_step(args, precision, xla, model_size="electra_small", model_overrides=None):
     """(train_step, batch, config): our whole pretraining step (forward, backward, optimizer) as one
-    tf.function over a fixed synthetic batch; shared with bench/profile_step_cpu.py."""
+    tf.function over a fixed synthetic batch; shared with bench/profile_step_cpu.py (model_overrides: its
+    --model-hparams)."""
     tf = configure_tensorflow(args.threads, args.inter_op_threads)
 
     from configs.pretraining_config import PretrainingConfig
@@ -170,7 +171,8 @@ def build_tf_step(args, precision, xla, model_size="electra_small"):
     policy = "mixed_bfloat16" if precision == "bf16" else "float32"
     config = PretrainingConfig.create({
         "model_size": model_size, "max_seq_length": args.seq_length,
-        "train_batch_size": args.batch_size, "mixed_precision": policy, "use_xla": xla})
+        "train_batch_size": args.batch_size, "mixed_precision": policy, "use_xla": xla,
+        "model_hparam_overrides": model_overrides or {}})
     model = build_pretrainer(config, dtype=config.mixed_precision)
     optimizer = build_optimizer(config)
     optimizer.build(model.trainable_variables)

@@ -103,7 +103,9 @@ def profile(args):
     from bench.pretrain_step_cpu import build_tf_step
 
     keras.utils.set_random_seed(0)
-    train_step, batch, _ = build_tf_step(args, args.precision, xla=False, model_size=args.model_size)
+    overrides = getattr(args, "model_hparams", None)  # a caller's own Namespace may lack it
+    train_step, batch, _ = build_tf_step(args, args.precision, xla=False, model_size=args.model_size,
+                                         model_overrides=overrides)
     losses = [float(train_step(batch)[0]) for _ in range(args.warmup)]
     with tempfile.TemporaryDirectory() as logdir:
         tf.profiler.experimental.start(logdir)
@@ -149,6 +151,8 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--precision", choices=("fp32", "bf16"), default="fp32")
     parser.add_argument("--model-size", default="electra_small")
+    parser.add_argument("--model-hparams", type=json.loads, default=None, metavar="JSON",
+                        help='the size\'s model_hparam_overrides, e.g. \'{"num_layers": 1}\' (a quick look)')
     parser.add_argument("--batch-size", type=int, default=128)
     parser.add_argument("--seq-length", type=int, default=128)
     parser.add_argument("--steps", type=int, default=2, help="profiled steps")
