@@ -1,14 +1,17 @@
-"""Weights trained under JAX (training_jax.pretrain's weights-<step>.npz, whole or in shards) as a normal
-model folder, which run_finetuning.py, run_pretraining.py --init-checkpoint and checkpoints.export read.
+"""A JAX pretraining run's weights as a model folder under <data-dir>/models/, which run_finetuning.py,
+run_pretraining.py --init-checkpoint and checkpoints.export read.
 
-    python -m checkpoints.import_jax --export jax_export --weights jax_runs/electra_small/weights-1000.npz \
+    python -m checkpoints.import_jax --export jax_export --weights jax_runs/electra_small \
         --data-dir electra_data --model-name electra_small_jax [--model electra_small]
-    # without the export: the config from the run's record, the vocabulary given
+    # without the export: the config from the run's record, the vocabulary given (or the run folder's)
     python -m checkpoints.import_jax --metrics OUT/electra/metrics.jsonl --vocab-file vocab.txt \
         --weights OUT/electra/weights-11144.npz --data-dir electra_data --model-name electra_gpu
 
---export is the folder training_jax.export wrote (the config that trained and the vocabulary);
---weights a weights file, or the name of one whose shards (weights-<step>.part<k>of<n>.npz) lie beside it.
+--export is the folder training_jax.export wrote (the config that trained and the vocabulary). --weights is
+what training_jax.pretrain wrote, a model folder (its newest ckpt-<step>) or one of its checkpoint prefixes:
+its files are copied as they are once their weights restore into the config's model (a copy and a check).
+The older format, weights converted: a weights-<step>.npz file, or the name of one whose shards
+(weights-<step>.part<k>of<n>.npz) lie beside it (what runs wrote before, and what a GPU run brings back).
 The run's metrics.jsonl (--metrics, default: the one beside the weights) gives the config the run trained
 with; with --export it is checked against the export's: a run sized shorter than planned (--fit-minutes)
 is taken, a run of another config refused. A run stopped at its limit (no run record, weights at a step
@@ -50,10 +53,22 @@ def read_plan(export):
 
 
 def weights_step(path, step=None):
-    named = run_record.weights_file_step(pathlib.Path(path).name)
+    from storage.model_folder import checkpoint_step
+
+    path = pathlib.Path(path)
+    named = run_record.weights_file_step(path.name) if path.suffix == ".npz" else checkpoint_step(path) or None
     if step is None and named is None:
-        raise InputError(f"--weights {path}: not named weights-<step>.npz; give the step with --step")
+        raise InputError(f"--weights {path}: not named weights-<step>.npz or ckpt-<step>; give the step with --step")
     return step if step is not None else named
+
+
+def weights_source(path):
+    """--weights as given → an .npz path (the older format, as given) or the checkpoint prefix of a model
+    folder; InputError when it is neither."""
+    from training_jax.weights import checkpoint_of
+
+    path = pathlib.Path(path)
+    return path if path.suffix == ".npz" else pathlib.Path(checkpoint_of(path, "--weights"))
 
 
 def config_from_dict(values, source):
@@ -96,17 +111,28 @@ def trained_config(weights, metrics=None, exported=None, model=None, sizing=None
 
 
 def import_jax_weights(config, weights_path, vocab_file, folder, step, overwrite=False):
-    """The model folder `folder` from JAX weights: config (its model_name the folder's), the vocabulary, and
-    ckpt-<step> holding exactly the weights read (float16 ones widened to float32)."""
+    """The model folder `folder` from a JAX run's weights: config (its model_name the folder's), the
+    vocabulary, and ckpt-<step>. A checkpoint is copied as it is (float16 stays float16: readers widen it)
+    after its weights restored into the config's model; older .npz weights are converted (widened to float32)."""
+    from pretrain.builder import build_pretrainer
     from storage import model_folder
-    from training_jax.weights import pretrainer_with_weights, read_weights
 
     weights_path = pathlib.Path(weights_path)
-    weights = read_weights(weights_path.parent, weights_path.name)
-    if weights is None:
-        raise InputError(f"--weights {weights_path}: no such file and no shards of it beside; copy them here")
-    pretrainer = pretrainer_with_weights(config, weights, weights_path)
     config = dataclasses.replace(config, model_name=pathlib.Path(folder).name)
+    if weights_path.suffix == ".npz":
+        return import_npz_weights(config, weights_path, vocab_file, folder, step, overwrite)
+    model_folder.restore_weights(build_pretrainer(config, dtype="float32"), str(weights_path), label="--weights",
+                                 fix="pass the export or run record of the run that wrote it",
+                                 use_other="pass --weights {prefix}")
+    return model_folder.copy_checkpoint_folder(weights_path, folder, config, vocab_file, step, overwrite)
+
+
+def import_npz_weights(config, weights_path, vocab_file, folder, step, overwrite=False):
+    """The older format: weights-<step>.npz (or its shards) converted into ckpt-<step>."""
+    from storage import model_folder
+    from training_jax.weights import pretrainer_with_weights, read_checkpoint
+
+    pretrainer = pretrainer_with_weights(config, read_checkpoint(weights_path), weights_path)
     return model_folder.write_model_folder(folder, config, pretrainer, vocab_file, step=step, overwrite=overwrite)
 
 
@@ -137,7 +163,9 @@ def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--export", type=pathlib.Path, default=None,
                         help="the folder training_jax.export wrote (else --metrics and --vocab-file)")
-    parser.add_argument("--weights", type=pathlib.Path, required=True, help="weights-<step>.npz (or its shards)")
+    parser.add_argument("--weights", type=pathlib.Path, required=True,
+                        help="the run's model folder or a checkpoint prefix in it (…/ckpt-N), or the older "
+                             "weights-<step>.npz (or its shards)")
     parser.add_argument("--metrics", type=pathlib.Path, default=None,
                         help="the run's metrics.jsonl (default: the one beside the weights, if there)")
     parser.add_argument("--vocab-file", type=pathlib.Path, default=None,
@@ -160,10 +188,12 @@ def main(argv=None):
     args = parse_args(argv)
     from data import paths
     from configs.pretraining_config import PretrainingConfig
+    from storage.model_folder import find_vocab
 
     name = args.model_name
     if not name or "/" in name or name in (".", ".."):
         raise InputError(f"--model-name {name!r}: use a plain folder name such as electra_small_jax")
+    args.weights = weights_source(args.weights)
     metrics = args.metrics or args.weights.parent / "metrics.jsonl"
     if not metrics.is_file():
         if args.metrics:
@@ -174,7 +204,9 @@ def main(argv=None):
         model, config_path, vocab = read_export(args.export, args.model, args.vocab_file)
         exported = PretrainingConfig.load(config_path).to_dict()
         sizing = read_plan(args.export).get("fit")
-    elif vocab is None:
+    elif vocab is None and args.weights.suffix != ".npz":
+        vocab = find_vocab(args.weights.parent)
+    if vocab is None:
         raise InputError("--vocab-file: needed without --export (the vocabulary the run was trained with)")
     step = weights_step(args.weights, args.step)
     values = trained_config(args.weights, metrics, exported, model, sizing)

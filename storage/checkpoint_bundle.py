@@ -24,14 +24,24 @@ import numpy as np
 from common.atomic import atomic_path
 from common.errors import InputError
 
-__all__ = ["crc32c", "masked_crc32c", "write_bundle", "read_bundle", "list_bundle", "data_files", "weight_key",
+__all__ = ["DamagedCheckpoint", "crc32c", "masked_crc32c", "write_bundle", "read_bundle", "list_bundle", "data_files",
+           "weight_key",
            "write_model_weights", "read_model_weights", "model_weight_dtypes", "bundle_files", "OBJECT_GRAPH_KEY",
            "SAVE_COUNTER_KEY"]
 
 OBJECT_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
+AGAIN = "copy the checkpoint's files here again"
 SAVE_COUNTER_KEY = "save_counter/.ATTRIBUTES/VARIABLE_VALUE"
 WEIGHTS_SCOPE = "model/weights_by_path/"  # model_folder.model_trackable's module "model", its dict attribute
 VALUE_SUFFIX = "/.ATTRIBUTES/VARIABLE_VALUE"
+
+class DamagedCheckpoint(InputError):
+    """A checkpoint file that cannot be read whole: `file` and `reason` for callers that say more."""
+
+    def __init__(self, file, reason, damaged=True):
+        super().__init__(f"{file}: {'damaged (' + reason + ')' if damaged else reason}; {AGAIN}")
+        self.file, self.reason = file, reason
+
 
 # --- CRC32C (Castagnoli), as TensorFlow's lib/hash/crc32c and LevelDB mask it --------------------------------
 
@@ -483,7 +493,7 @@ def _read_index(prefix):
     try:
         data = path.read_bytes()
     except OSError as error:
-        raise InputError(f"{path}: cannot be read ({error.strerror}); copy the checkpoint's files here again")
+        raise DamagedCheckpoint(path, f"cannot be read ({error.strerror})", damaged=False) from None
     try:
         table = _read_table(data)
         header = {"num_shards": 1, "endianness": 0}
@@ -496,7 +506,7 @@ def _read_index(prefix):
             raise ValueError("a big-endian checkpoint")
         return header, {key.decode(): _parse_entry(value) for key, value in table[1:]}
     except (ValueError, struct.error, UnicodeDecodeError) as error:
-        raise InputError(f"{path}: damaged ({error}); copy the checkpoint's files here again") from None
+        raise DamagedCheckpoint(path, str(error)) from None
 
 
 def list_bundle(prefix):
@@ -520,14 +530,12 @@ def read_bundle(prefix, keys=None):
         try:
             data = np.fromfile(path, np.uint8)
         except OSError as error:
-            raise InputError(f"{path}: cannot be read ({error.strerror}); copy the checkpoint's files here "
-                             "again") from None
+            raise DamagedCheckpoint(path, f"cannot be read ({error.strerror})", damaged=False) from None
         for key in shard_keys:
             try:
                 values[key] = _tensor(data, entries[key])
             except ValueError as error:
-                raise InputError(f"{path}: damaged ({key}: {error}); copy the checkpoint's files here "
-                                 "again") from None
+                raise DamagedCheckpoint(path, f"{key}: {error}") from None
     return {key: values[key] for key in wanted}
 
 

@@ -24,6 +24,7 @@ import logging
 import os
 import pathlib
 import re
+import shutil
 
 from common import atomic
 from common.errors import InputError, short_reason
@@ -41,9 +42,10 @@ __all__ = [
     "CHECKPOINT_NAME", "STATE_FILE", "checkpoint_step", "checkpoint_prefix", "saved_checkpoints", "is_complete",
     "write_state", "link_checkpoint", "latest_checkpoint", "resolve_checkpoint", "checkpoint_exists",
     # weights, and a damaged checkpoint explained around a restore
-    "model_trackable", "write_weights", "restore_weights", "holds_optimizer_state", "explaining_damage",
+    "model_trackable", "write_weights", "restore_weights", "holds_half_precision_weights", "holds_optimizer_state",
+    "explaining_damage", "write_weights_checkpoint",
     # whole folders
-    "ModelFolderParts", "read_model_folder", "restore_folder_weights", "write_model_folder",
+    "ModelFolderParts", "read_model_folder", "restore_folder_weights", "write_model_folder", "copy_checkpoint_folder",
 ]
 
 CONFIG_FILE = "config.json"
@@ -152,11 +154,12 @@ def is_complete(folder):
     return (pathlib.Path(folder) / STATE_FILE).is_file()
 
 
-def write_state(folder, prefix_name):
-    """A state file naming one checkpoint, for folders written without a CheckpointManager (an export, a
-    folder of hard links); written last, it is what makes the folder's checkpoint visible."""
-    atomic.write_text(pathlib.Path(folder) / STATE_FILE,
-                      f'model_checkpoint_path: "{prefix_name}"\nall_model_checkpoint_paths: "{prefix_name}"\n')
+def write_state(folder, prefix_name, older=()):
+    """A state file naming checkpoint `prefix_name` (and the `older` ones, oldest first), for folders written
+    without a CheckpointManager (an export, a folder of hard links, a JAX run); written last, it is what makes
+    the folder's checkpoint visible."""
+    listed = "".join(f'all_model_checkpoint_paths: "{name}"\n' for name in [*older, prefix_name])
+    atomic.write_text(pathlib.Path(folder) / STATE_FILE, f'model_checkpoint_path: "{prefix_name}"\n{listed}')
 
 
 def link_checkpoint(source, step, folder):
@@ -282,9 +285,12 @@ def restore_weights(model, path, label="--init-checkpoint", fix="use the same mo
     becomes one line naming it and the newest complete checkpoint beside it, with `use_other` (formatted
     with its `prefix`, `name` and `folder`) saying how to use that one (damaged_source_error); None
     where the caller explains damage itself (a run resuming from its own folder: explaining_damage).
+    Weights kept in half precision (a JAX run's, float16 by default) are widened to the variables' dtype.
     """
     import tensorflow as tf
 
+    if holds_half_precision_weights(path):
+        return _restore_widened(model, path, label, fix, use_other)
     folder = pathlib.Path(path).parent
     damage = (contextlib.nullcontext() if use_other is None else
               explaining_damage(folder, path, error=functools.partial(damaged_source_error, path, label, use_other)))
@@ -296,6 +302,41 @@ def restore_weights(model, path, label="--init-checkpoint", fix="use the same mo
     except (AssertionError, ValueError) as error:
         raise InputError(f"{label} {path}: its weights do not match this model ({str(error)[:200]}); "
                          f"{fix}") from None
+
+
+def holds_half_precision_weights(path):
+    """Whether the checkpoint's model weights are float16 or bfloat16 (a JAX run's): TensorFlow's restore
+    refuses them for float32 variables. False when its index cannot be read (the restore explains that)."""
+    from storage import checkpoint_bundle
+
+    try:
+        dtypes = checkpoint_bundle.model_weight_dtypes(path)
+    except InputError:
+        return False
+    return any(dtype in ("float16", "bfloat16") for dtype in dtypes.values())
+
+
+def _restore_widened(model, path, label, fix, use_other):
+    """restore_weights of a half-precision checkpoint: read with NumPy (checkpoint_bundle), checked against
+    the model's weights by path and shape, then cast to each variable's dtype."""
+    from storage import checkpoint_bundle
+
+    try:
+        weights = checkpoint_bundle.read_model_weights(path)
+    except checkpoint_bundle.DamagedCheckpoint as error:
+        if use_other is None:
+            raise
+        raise damaged_source_error(path, label, use_other, error.file, error.reason) from None
+    variables = {variable.path: variable for variable in model.weights}
+    missing = sorted(set(variables) - set(weights))
+    wrong = [f"{name} has shape {weights[name].shape}, the model {tuple(variable.shape)}"
+             for name, variable in variables.items()
+             if name in weights and tuple(weights[name].shape) != tuple(variable.shape)]
+    if missing or wrong:
+        reason = f"missing {missing[:3]}" if missing else wrong[0]
+        raise InputError(f"{label} {path}: its weights do not match this model ({reason}); {fix}")
+    for name, variable in variables.items():
+        variable.assign(weights[name].astype(variable.dtype))
 
 
 def holds_optimizer_state(path):
@@ -475,6 +516,41 @@ def restore_folder_weights(model, parts, flag="--model-dir"):
     restore_weights(model, parts.checkpoint, label="checkpoint",
                     fix=f"pass the folder the checkpoint was trained in (its config is {parts.folder / CONFIG_FILE})",
                     use_other=f"pass {flag} {{prefix}}")
+
+
+def write_weights_checkpoint(folder, step, weights, config, vocab_file, max_shard_bytes=None):
+    """ckpt-<step> of `weights` ({Keras path: array}, in their dtypes) in a model folder, without TensorFlow
+    (checkpoint_bundle: a JAX run's folder); then config.json and the vocabulary (when given), and last the state file
+    naming every checkpoint in the folder, so that a half-written checkpoint is never the one it names.
+    Returns the checkpoint's prefix."""
+    from storage import checkpoint_bundle
+
+    folder = pathlib.Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    prefix = checkpoint_prefix(folder, step)
+    checkpoint_bundle.write_model_weights(prefix, weights, max_shard_bytes=max_shard_bytes)
+    write_config(folder, config)
+    if vocab_file is not None:
+        copy_vocab(folder, vocab_file)
+    names = [pathlib.Path(p).name for p in saved_checkpoints(folder) if checkpoint_step(p) <= step]
+    write_state(folder, names[-1], names[:-1])
+    return prefix
+
+
+def copy_checkpoint_folder(prefix, folder, config, vocab_file, step, overwrite=False):
+    """A model folder holding a copy of the checkpoint at `prefix` as ckpt-<step>, with config.json and the
+    vocabulary, atomically (an import: the weights are checked by the caller, copied here as they are)."""
+    from storage import checkpoint_bundle
+
+    source = pathlib.Path(prefix)
+    with atomic.atomic_output_dir(folder, overwrite, flag="model folder") as temp:
+        write_config(temp, config)
+        copy_vocab(temp, vocab_file)
+        target = checkpoint_prefix(temp, step)
+        for path in checkpoint_bundle.bundle_files(source):
+            shutil.copyfile(path, target + path.name[len(source.name):])
+        write_state(temp, pathlib.Path(target).name)
+    return pathlib.Path(folder)
 
 
 def write_model_folder(folder, config, pretrainer, vocab_file, step=0, overwrite=False):

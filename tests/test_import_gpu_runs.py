@@ -50,15 +50,15 @@ class MeasuredRun:
 
 
 def write_run(folder, config, steps, record=None):
-    """What training_jax.pretrain leaves in its --out: weights-<step>.npz (float16, by Keras path, its own
-    writer) of the config's model, and metrics.jsonl (a held-out line, a training window, the run record)."""
+    """What training_jax.pretrain leaves in its --out: ckpt-<step> (float16, by Keras path, its own writer) of
+    the config's model, and metrics.jsonl (a held-out line, a training window, the run record)."""
     from pretrain.builder import build_pretrainer
-    from training_jax.pretrain import save_weights, weights_file
+    from training_jax.weights import save_checkpoint
 
     folder.mkdir(parents=True)
     pretrainer = build_pretrainer(config)
     for step in steps:
-        save_weights(folder / weights_file(step), pretrainer, "float16")
+        save_checkpoint(folder, step, pretrainer, "float16", config, None)
     lines = [{"split": "eval", "step": 0, "disc_auc": 0.5}, {"split": "train", "step": steps[-1], "total_loss": 40.0}]
     (folder / "metrics.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines + [record] if line))
 

@@ -1,5 +1,6 @@
 """The JAX path as a product, with no study: training_jax.export here, training_jax.pretrain under JAX
-without TensorFlow, checkpoints.import_jax back here, then run_finetuning.py on the imported folder."""
+without TensorFlow (its --out a model folder TensorFlow's readers take as it is), checkpoints.import_jax back
+here (a copy and a check), then run_finetuning.py on the imported folder."""
 import json
 import pathlib
 
@@ -37,21 +38,30 @@ def test_export_train_import_then_finetune_with_tensorflow(exported):
     import run_finetuning
     from checkpoints import import_jax
     from pretrain.loaded_folder import load_model_folder
-    from training_jax.weights import read_weights
+    from storage.checkpoint_bundle import read_model_weights
 
     root, study = exported
     assert study["models"]["micro"]["checkpoint_steps"] == [4, 8]
-    runs = root / "runs"
+    runs = root / "data" / "models" / "micro_run"  # the run's --out is a model folder: it can sit among them
     script = PRETRAIN.replace("EXPORT", repr(str(root / "export"))).replace("RUNS", repr(str(runs)))
     assert run_script_under_jax(script, REPO)["outcome"] == "done"
+    assert {"config.json", "vocab.txt", "checkpoint", "ckpt-4.index", "ckpt-8.index"} <= {p.name
+                                                                                           for p in runs.iterdir()}
+    trained = read_model_weights(runs / "ckpt-8")
+    assert {value.dtype.name for value in trained.values()} == {"float16"}  # --weights-dtype's default
+    as_it_is = load_model_folder(runs)  # no import step: TensorFlow's readers take the run's folder
+    assert as_it_is.checkpoint.endswith("ckpt-8") and as_it_is.config.num_train_steps == 8
 
-    folder = import_jax.main(["--export", str(root / "export"), "--weights", str(runs / "weights-8.npz"),
+    folder = import_jax.main(["--export", str(root / "export"), "--weights", str(runs),
                               "--data-dir", str(root / "data"), "--model-name", "micro_jax"])
+    for name in ("ckpt-8.index", "ckpt-8.data-00000-of-00001"):  # a copy
+        assert (folder / name).read_bytes() == (runs / name).read_bytes()
     loaded = load_model_folder(folder)
     assert loaded.config.num_train_steps == 8 and loaded.checkpoint.endswith("ckpt-8")
-    trained = read_weights(runs, "weights-8.npz")
-    for variable in loaded.pretrainer.weights:  # exactly what JAX trained, widened from float16
+    for variable, unimported in zip(loaded.pretrainer.weights, as_it_is.pretrainer.weights):
+        # exactly what JAX trained, widened from float16
         np.testing.assert_array_equal(variable.numpy(), trained[variable.path].astype(variable.dtype))
+        np.testing.assert_array_equal(variable.numpy(), unimported.numpy())
 
     text = (root / "data" / "corpus" / "part0.txt").read_text().replace("\n", " ")
     sentences = [" ".join(s.split()[:10]) for s in text.split(". ") if len(s.split()) >= 6]
@@ -66,6 +76,7 @@ def test_export_train_import_then_finetune_with_tensorflow(exported):
 def test_import_refuses_what_does_not_match(exported, tmp_path, capsys):
     from checkpoints import import_jax
     from common.errors import InputError
+    from storage.checkpoint_bundle import write_model_weights
 
     root, _ = exported
     with pytest.raises(InputError, match="export.json: missing"):
@@ -81,6 +92,13 @@ def test_import_refuses_what_does_not_match(exported, tmp_path, capsys):
     message = capsys.readouterr().err.strip().splitlines()[-1]
     assert message.startswith(f"error: {tmp_path / 'weights-3.npz'}: its weights do not match the config's model")
     assert not (tmp_path / "data" / "models" / "wrong").exists()  # nothing half-written
+    other = write_model_weights(tmp_path / "other" / "ckpt-3", {"not/a/weight": np.zeros(2, np.float16)})
+    with pytest.raises(SystemExit):
+        import_jax.main(["--export", str(root / "export"), "--weights", str(other), "--data-dir",
+                         str(tmp_path / "data"), "--model-name", "wrong"])
+    message = capsys.readouterr().err.strip().splitlines()[-1]
+    assert message.startswith(f"error: --weights {other}: its weights do not match this model (missing ")
+    assert not (tmp_path / "data" / "models" / "wrong").exists()
 
 
 def test_weights_in_shards_read_back_whole(tmp_path):

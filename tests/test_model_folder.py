@@ -62,3 +62,66 @@ def test_saved_checkpoints_are_every_index_on_disk_by_step(tmp_path):
     model_folder.write_state(folder, "ckpt-5")  # listed or not, each is on disk
     assert model_folder.saved_checkpoints(folder) == [str(folder / f"ckpt-{step}") for step in (2, 5, 10)]
     assert model_folder.saved_checkpoints(tmp_path / "nothing") == []
+
+
+def micro_pretrainer(seed):
+    import numpy as np
+
+    from pretrain.builder import build_pretrainer
+    from tests.helpers import MICRO_MODEL
+
+    config = PretrainingConfig.create({"model_size": "electra_tiny", "model_name": "micro",
+                                       "model_hparam_overrides": {**MICRO_MODEL, "num_layers": 1}})
+    pretrainer = build_pretrainer(config)
+    rng = np.random.default_rng(seed)
+    for variable in pretrainer.weights:
+        variable.assign(variable.numpy() + 0.05 * rng.standard_normal(variable.shape).astype("float32"))
+    return config, pretrainer
+
+
+def test_a_half_precision_checkpoint_written_without_tensorflow_restores_widened(tmp_path):
+    """What a JAX run writes (float16 weights, checkpoint_bundle, no TensorFlow): a model folder whose state file
+    names its checkpoints, restored into float32 variables through the one restore_weights; a TF run's own
+    checkpoints stay float32."""
+    import numpy as np
+    import tensorflow as tf
+
+    config, pretrainer = micro_pretrainer(seed=1)
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("[PAD]\n")
+    folder = tmp_path / "run"
+    for step in (3, 6):
+        half = {v.path: (v.numpy() + step).astype(np.float16) for v in pretrainer.weights}
+        prefix = model_folder.write_weights_checkpoint(folder, step, half, config, vocab)
+    assert model_folder.latest_checkpoint(folder) == prefix == str(folder / "ckpt-6")
+    state = tf.train.get_checkpoint_state(str(folder))
+    assert list(state.all_model_checkpoint_paths) == [str(folder / "ckpt-3"), str(folder / "ckpt-6")]
+    assert model_folder.read_config(folder) == config and model_folder.find_vocab(folder).name == "vocab.txt"
+    assert {dtype.name for _, dtype in tf.train.load_checkpoint(prefix).get_variable_to_dtype_map().items()} >= {
+        "float16"}
+    _, fresh = micro_pretrainer(seed=2)
+    model_folder.restore_weights(fresh, prefix)
+    assert all(v.dtype == "float32" and np.array_equal(v.numpy(), half[v.path].astype(np.float32))
+               for v in fresh.weights)
+    model_folder.write_weights(pretrainer, tmp_path / "tf" / "ckpt")
+    assert not model_folder.holds_half_precision_weights(tmp_path / "tf" / "ckpt")
+    assert model_folder.holds_half_precision_weights(prefix)
+
+
+def test_a_half_precision_checkpoint_of_another_model_or_damaged_is_one_line(tmp_path):
+    import numpy as np
+
+    config, pretrainer = micro_pretrainer(seed=1)
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("[PAD]\n")
+    half = {v.path: v.numpy().astype(np.float16) for v in pretrainer.weights}
+    half.pop("electra/embeddings/LayerNorm/beta")
+    prefix = model_folder.write_weights_checkpoint(tmp_path / "run", 4, half, config, vocab)
+    with pytest.raises(InputError, match=r"^--init-checkpoint .*ckpt-4: its weights do not match this model \("
+                                         r"missing \['electra/embeddings/LayerNorm/beta'\]\); use the same"):
+        model_folder.restore_weights(pretrainer, prefix)
+    data = tmp_path / "run" / "ckpt-4.data-00000-of-00001"
+    data.write_bytes(data.read_bytes()[:1000])
+    with pytest.raises(InputError, match=rf"^{data}: damaged \(.*\), so --init-checkpoint {prefix} cannot be read; "
+                                         f"no complete checkpoint is in {tmp_path / 'run'}"):
+        model_folder.restore_weights(pretrainer, prefix)

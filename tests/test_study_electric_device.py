@@ -122,7 +122,7 @@ def test_the_whole_electric_device_sequence_dry_runs_on_the_cpu(exported, tmp_pa
         assert here[key] == pytest.approx(there[key], rel=1e-3, abs=1e-4)
 
     folder = work / "models" / "electric_device_step14"
-    came_back = jax_weights.read_weights(out / "electric", pretrain.weights_file(14))
+    came_back = jax_weights.read_weights(out / "electric", jax_weights.weights_file(14))
     loaded = load_model_folder(folder)
     assert loaded.step == 14 and sorted(v.path for v in loaded.pretrainer.weights) == sorted(came_back)
     for variable in loaded.pretrainer.weights:

@@ -30,7 +30,6 @@ def test_the_two_device_calls_run_as_printed_then_import_and_finetune_here(tmp_p
     from finetune.pretrained import read_model_folder
     from tests.helpers import accelerator_python, repack_wheels, repository_mirror, run_device_line
     from pretrain.loaded_folder import load_model_folder
-    from training_jax import pretrain
 
     repo = repository_mirror(stages.REPO, tmp_path / "repo")
     repack_wheels(device.wheel_requirements(), repo / device.WHEELS_DIR)
@@ -85,7 +84,7 @@ def test_the_two_device_calls_run_as_printed_then_import_and_finetune_here(tmp_p
     assert last["electra"]["step"] == steps
     folder = plan.data_dir / "models" / f"electra_step{steps}"
     assert read_model_folder(folder).checkpoint.endswith(f"ckpt-{steps}")
-    came_back = jax_weights.read_weights(results / "electra", pretrain.weights_file(steps))
+    came_back = jax_weights.read_weights(results / "electra", jax_weights.weights_file(steps))
     loaded = load_model_folder(folder)
     for variable in loaded.pretrainer.weights:
         np.testing.assert_array_equal(variable.numpy(), came_back[variable.path].astype(variable.dtype))

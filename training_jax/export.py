@@ -21,10 +21,9 @@ import pathlib
 import shutil
 
 from common.errors import InputError, exit_on_input_error
-from training_jax.export_file import EXPORT_FILE, OLD_EXPORT_FILE, write_export_file
+from training_jax.export_file import EXPORT_FILE, OLD_EXPORT_FILE, VOCAB_FILE, write_export_file
 from training_jax.pretrain import EVAL_ARRAYS, TRAIN_ARRAYS
 
-VOCAB_FILE = "vocab.txt"
 LOG_EVERY = 100  # training metrics averaged over this many steps
 EVALS_PER_RUN = 30  # held-out evaluations along a run (the curves' resolution)
 

@@ -15,6 +15,7 @@ from common.errors import InputError
 EXPORT_FILE = "export.json"
 OLD_EXPORT_FILE = "study.json"  # the old name, still read
 OLD_MODELS_KEY = "arms"  # the old key of the models, still read
+VOCAB_FILE = "vocab.txt"  # the export's copy of the dataset's vocabulary
 
 
 def export_path(folder):

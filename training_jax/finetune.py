@@ -17,11 +17,11 @@ its results files. New here is only the compiled step (JaxTrainer: jax.jit of va
 keras.StatelessScope, then optimizer.stateless_apply) and where the weights and the featurised tasks
 come from (arrays, not a checkpoint and TSV files).
 
---weights: .npz files of {Keras variable path: array} as training_jax.pretrain writes them (float16
-allowed); together they must hold every discriminator encoder weight (electra/...), other keys
-(generator/..., heads) are ignored. `--weights none`: the control, an encoder randomly initialised from
-the pretraining config's seed (the same one in every trial). Repeat --weights for more models: all of
-them train in this process, with one --out each.
+--weights: a JAX run's model folder or one of its checkpoints (…/ckpt-N, float16 allowed), or the older
+.npz files of {Keras variable path: array}; together they must hold every discriminator encoder weight
+(electra/...), other keys (generator/..., heads) are ignored. `--weights none`: the control, an encoder
+randomly initialised from the pretraining config's seed (the same one in every trial). Repeat --weights for
+more models: all of them train in this process, with one --out each.
 
 Speed (issue 33): the jobs (model × task, all trials) run in one process, the task with the fewest
 updates first (a run stopped by a time limit has finished the short ones), and compile once per head
@@ -65,7 +65,7 @@ import numpy as np  # noqa: E402
 from common.errors import InputError, exit_on_input_error  # noqa: E402
 from finetune.batches import grow_rows  # noqa: E402
 from finetune.loop import BaseTrainer, MixedTasks, model_inputs  # noqa: E402
-from training_jax.arrays import read_weights  # noqa: E402
+from training_jax.weights import read_weight_files  # noqa: E402
 from training_jax.step import with_sized_schedule  # noqa: E402
 
 DEFAULT_PAD_TO_MULTIPLE = 32
@@ -295,7 +295,7 @@ def encoder_loader(pretraining_config, files, dtype=None):
     model_config = pretraining_config.model_config()
     gdes = bool(files) and pretraining_config.electra_objective and pretraining_config.gdes_embeddings
     if files:
-        weights = read_weights(files)
+        weights = read_weight_files(files)
     else:
         keras.utils.set_random_seed(pretraining_config.seed)
         weights = {v.path: (np.asarray(v.value), "random") for v in build_encoder(model_config).weights}
@@ -324,8 +324,9 @@ def parse_args(argv=None):
     parser.add_argument("--config", type=pathlib.Path, required=True,
                         help="the pretraining config.json of the weights (model size, vocabulary size, seed)")
     parser.add_argument("--weights", nargs="+", required=True, action="append",
-                        help="one model: its weights .npz files ({variable path: array}), or none for a random "
-                             "encoder; repeat --weights for more models in this process")
+                        help="one model: its model folder or checkpoint prefix (…/ckpt-N), or the older .npz files "
+                             "({variable path: array}), or none for a random encoder; repeat --weights for more "
+                             "models in this process")
     parser.add_argument("--out", type=pathlib.Path, nargs="+", required=True,
                         help="the results folder, one per --weights in the same order")
     parser.add_argument("--tasks", default="", help="tasks separated by commas (default: every exported task)")

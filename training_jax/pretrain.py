@@ -19,9 +19,13 @@ end, and before --time-limit-minutes runs out; the next run of the same command 
 computes the same updates as a run that never stopped. When the state is gone (a new machine), the run
 starts over at step 0 and says so.
 
-Writes to --out:
-  weights-<step>.npz  every model weight by its Keras path at each of the export's checkpoint steps
-                      (float weights rounded to float16 by default; --weights-dtype)
+Writes to --out, a model folder (storage.model_folder) that run_finetuning.py --model-dir, checkpoints.export
+and checkpoints.import_jax read as it is:
+  ckpt-<step>.index, .data-*  every model weight by its Keras path at each of the export's checkpoint steps, in
+                      TensorFlow's checkpoint format written without TensorFlow (storage.checkpoint_bundle;
+                      float weights rounded to float16 by default, --weights-dtype; readers widen them)
+  config.json, vocab.txt, checkpoint  the config that trained (as sized), the export's vocabulary, and the
+                      state file naming the checkpoints, written after each checkpoint's files
   metrics.jsonl       one JSON line per log window ({"split": "train", "step", metric...}, averaged over
                       the window) and per evaluation on the held-out examples ({"split": "eval", ...}); last,
                       {"split": "run", ...}: the config, device, steps, wall-clock and throughput, which
@@ -39,23 +43,19 @@ import pathlib
 import sys
 import time
 
-from common.atomic import atomic_path
 from common.errors import InputError, exit_on_input_error
 from pretrain_loop.base import DONE, PAUSED, PretrainingLoop
 from pretrain_loop.cadence import Cadence
 from training_jax import fit
 from training_jax import state as state_lib
 from training_jax.arrays import load_packed, unpack_examples
-from training_jax.export_file import model_entry, read_export_file
+from training_jax.export_file import VOCAB_FILE, model_entry, read_export_file
 from training_jax.rng import DEFAULT_PRNG, PRNG_IMPLS
+from training_jax.weights import save_checkpoint
 
 TRAIN_ARRAYS = "train.npz"
 EVAL_ARRAYS = "eval.npz"
 COMPILE_CACHE = "jax_cache"  # in the export folder: compiled programs shared by the pieces of its runs
-
-
-def weights_file(step):
-    return f"weights-{step}.npz"
 
 
 def build(config_path, fused_update=False, scan_layers=False, bf16_attention=False):
@@ -176,18 +176,6 @@ class Batches:
         self.pending = np.asarray(position["pending"], "int32")
 
 
-def save_weights(path, model, dtype):
-    """{keras path: value}; float weights cast to `dtype`, integer state (seed generators) as is."""
-    import numpy as np
-
-    values = {}
-    for variable in model.weights:
-        value = np.asarray(variable.value)
-        values[variable.path] = value.astype(dtype) if np.issubdtype(value.dtype, np.floating) else value
-    with atomic_path(path, suffix=".npz") as temp:
-        np.savez(temp, **values)
-
-
 class Run(PretrainingLoop):
     """One model's training from exported arrays: the device state, its blocks of updates, its pieces and its
     files; the cadence (log windows, evaluations, saves, pause, time limit, metrics) is PretrainingLoop's."""
@@ -252,12 +240,12 @@ class Run(PretrainingLoop):
         self.trial = None  # a copy of the initial state that --fit-minutes measures on
 
     def init_from_weights(self, files):
-        """Every model weight (seed states included) from an earlier run's weights files; the optimizer's
-        moments start fresh (they are not copied back from the GPU machine), so the schedule warms up again."""
-        from training_jax.arrays import read_weights
-        from training_jax.weights import assign_weights
+        """Every model weight (seed states included) from an earlier run's model folder or checkpoint (or its
+        older .npz files); the optimizer's moments start fresh (they are not copied back from the GPU
+        machine), so the schedule warms up again."""
+        from training_jax.weights import assign_weights, read_weight_files
 
-        weights = {key: value for key, (value, _) in read_weights(files).items()}
+        weights = {key: value for key, (value, _) in read_weight_files(files, "--init-from").items()}
         assign_weights(self.model, weights, files[0])
         self.log(f"weights from {', '.join(str(f) for f in files)}; fresh optimizer moments")
 
@@ -503,8 +491,10 @@ class Run(PretrainingLoop):
             variable.assign(value)
         for variable, value in zip(self.model.non_trainable_variables, self.state[1]):
             variable.assign(value)
-        save_weights(self.args.out / weights_file(step), self.model, self.args.weights_dtype)
-        self.log(f"saved {weights_file(step)}")
+        vocab = self.args.export / VOCAB_FILE
+        prefix = save_checkpoint(self.args.out, step, self.model, self.args.weights_dtype, self.config,
+                                 vocab if vocab.is_file() else None)
+        self.log(f"saved {pathlib.Path(prefix).name}")
 
 
 def measure(export_dir, config_file, model, steps=30):
@@ -540,9 +530,10 @@ def parse_args(argv=None):
                              "saved, this many minutes after the process started (training_jax/fit.py; the "
                              "export's \"fit\" block says with which models it shares the device)")
     parser.add_argument("--measure-steps", type=int, default=50, help="--fit-minutes: the steps it times")
-    parser.add_argument("--init-from", type=pathlib.Path, nargs="+", default=None, metavar="NPZ",
-                        help="start from an earlier run's weights files (weights-<step>.npz or all its shards), "
-                             "with fresh optimizer moments; a saved state of this run still wins")
+    parser.add_argument("--init-from", type=pathlib.Path, nargs="+", default=None, metavar="WEIGHTS",
+                        help="start from an earlier run's weights: its model folder (--out) or a checkpoint prefix "
+                             "(…/ckpt-N), or the older .npz files (weights-<step>.npz or all its shards), with fresh "
+                             "optimizer moments; a saved state of this run still wins")
     parser.add_argument("--flat-update", action="store_true",
                         help="AdamW on flat vectors with one global norm (AdamWeightDecay(fused=True)): the same "
                              "update in a few kernels instead of several per variable, but a longer compile")

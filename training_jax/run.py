@@ -24,9 +24,9 @@ pretraining FLOPs (configs/flops.py), in a second child at the same time: the tw
 training_jax.fit sizes models that share a device; it is fine-tuned with the others, and its weights and
 metrics come back in mlm/.
 
---init-from continues a model from an earlier run's returned weights (its shards, or an .npz): every
-weight is taken as it came back, the optimizer's moments start fresh (they are too large to copy back)
-with a short warmup, and run.json adds this run's steps to the total of the run.json beside them.
+--init-from continues a model from an earlier run's returned weights (its shards, an .npz, or a model
+folder): every weight is taken as it came back, the optimizer's moments start fresh (they are too large to
+copy back) with a short warmup, and run.json adds this run's steps to the total of the run.json beside them.
 """
 import argparse
 import json
@@ -173,12 +173,13 @@ def module(name):
 
 # ---------------------------------------------------------------- pretraining
 def newest_weights(folder):
-    """(step, path) of the newest weights-<step>.npz in `folder`, or (0, None)."""
-    from training_jax.weights import weights_file_step
+    """(step, checkpoint prefix) of the newest ckpt-<step> in the model folder a pretraining child wrote, or
+    (0, None)."""
+    from storage.model_folder import checkpoint_prefix
+    from training_jax.weights import checkpoint_steps
 
-    found = [(weights_file_step(p.name), p) for p in pathlib.Path(folder).glob("weights-*.npz")]
-    found = [(step, path) for step, path in found if step is not None]
-    return max(found) if found else (0, None)
+    steps = checkpoint_steps(folder)
+    return (steps[-1], pathlib.Path(checkpoint_prefix(folder, steps[-1]))) if steps else (0, None)
 
 
 # training_jax.pretrain's options of the step's speed that --pretrain-flags may pass: the same update within rounding,
@@ -263,7 +264,8 @@ def earlier_run(init_from):
 
     if not init_from:
         return {}
-    path = pathlib.Path(init_from[0]).parent / RUN_FILE
+    first = pathlib.Path(init_from[0])
+    path = (first if first.is_dir() else first.parent) / RUN_FILE
     if path.is_file():
         return json.loads(path.read_text())
     steps = weights_file_step(pathlib.Path(init_from[0]).name) or 0
@@ -337,11 +339,9 @@ def outcome(child):
 
 
 def write_model(out, work, model, weights_path, steps):
-    """A model's float16 shards as weights-<steps>.part<k>of<n>.npz and its metrics.jsonl in `out`; the
-    weights' name, or None when it saved none."""
-    import numpy as np
-
-    from training_jax.weights import write_shards
+    """A model's float16 shards as weights-<steps>.part<k>of<n>.npz (the checkpoint's weights, small files to
+    copy back) and its metrics.jsonl in `out`; the weights' name, or None when it saved none."""
+    from training_jax.weights import read_checkpoint, write_shards
 
     out.mkdir(parents=True, exist_ok=True)
     metrics = work / "pretraining" / model / METRICS_FILE
@@ -349,9 +349,7 @@ def write_model(out, work, model, weights_path, steps):
         (out / METRICS_FILE).write_bytes(metrics.read_bytes())
     if weights_path is None:
         return None
-    with np.load(weights_path) as arrays:
-        values = {key: arrays[key] for key in arrays.files}
-    write_shards(values, out, f"weights-{steps}.npz")
+    write_shards(read_checkpoint(weights_path), out, f"weights-{steps}.npz")
     return f"weights-{steps}.npz"
 
 
@@ -423,7 +421,8 @@ def parse_args(argv=None):
     parser.add_argument("--seeds", type=int, default=5, help="the most fine-tuning seeds per task and model")
     parser.add_argument("--finetune-hparams", default="", help="FinetuningConfig overrides, JSON")
     parser.add_argument("--init-from", type=pathlib.Path, nargs="+", default=None, metavar="NPZ",
-                        help="continue from an earlier run's returned weights (all shards of one step, or an .npz)")
+                        help="continue from an earlier run's returned weights (all shards of one step, an .npz, or a "
+                             "model folder or checkpoint prefix)")
     parser.add_argument("--work-dir", type=pathlib.Path, default=None,
                         help="scratch space: states, sizing, logs (default <out>/../run_work; never comes back)")
     parser.add_argument("--measure-steps", type=int, default=50, help="updates timed to size the pretraining")
@@ -446,7 +445,7 @@ def main(argv=None):
     args.started = started
     plan, model = read_export(args.export)
     for path in args.init_from or []:
-        if not path.is_file():
+        if not (path.exists() or pathlib.Path(f"{path}.index").is_file()):
             raise InputError(f"--init-from {path}: no such file; copy here the weights an earlier run returned")
     deadline = started + args.minutes * 60 - COLLECT_SECONDS
     if args.finetune_minutes <= 0:

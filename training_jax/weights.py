@@ -1,6 +1,12 @@
-"""The weights training_jax.pretrain writes ({Keras variable path: array} in .npz files), split into shards
-small enough to copy back from a GPU machine, read back whole, and set into a pretrainer. Backend-neutral
-(no TensorFlow): a device scores with them, checkpoints.import_jax turns them into a model folder."""
+"""A JAX run's weights: written as a model folder's checkpoints (ckpt-<step>, TensorFlow's format written by
+storage.checkpoint_bundle without TensorFlow, float16 by default), read back from one, and set into a
+pretrainer. Backend-neutral: a device scores with them, checkpoints.import_jax copies them into a data
+directory, and TensorFlow's readers take the folder as it is.
+
+The older format, in one place below: .npz files of {Keras variable path: array}, whole (weights-<step>.npz,
+what runs wrote before their output was a model folder) or in shards of at most 16 MiB (what a GPU run and
+the studies' collects still bring back, weights-<step>.part<k>of<n>.npz). Every reader here takes both.
+"""
 import pathlib
 import re
 
@@ -10,11 +16,127 @@ from training_jax.arrays import read_weights as read_npz
 SHARD_BYTES = 15 * 2 ** 20  # what a run brings back: files of at most 16 MiB, small to copy
 
 
+# --- the model folder's checkpoints -----------------------------------------------------------------------
+
+def model_values(model, dtype):
+    """{Keras path: value} of the model's weights, in model.weights order; floats cast to `dtype`, integer
+    state (seed generators) as is."""
+    import numpy as np
+
+    values = {}
+    for variable in model.weights:
+        value = np.asarray(variable.value)
+        values[variable.path] = value.astype(dtype) if np.issubdtype(value.dtype, np.floating) else value
+    return values
+
+
+def save_checkpoint(folder, step, model, dtype, config, vocab_file):
+    """ckpt-<step> of the model's weights (floats in `dtype`) in the model folder `folder`, with its config
+    and vocabulary; the state file, written last, names it. Returns the checkpoint's prefix."""
+    from storage.model_folder import write_weights_checkpoint
+
+    return write_weights_checkpoint(folder, step, model_values(model, dtype), config, vocab_file)
+
+
+def checkpoint_of(path, flag="--init-from"):
+    """A model folder (its newest checkpoint: the largest N of its ckpt-N.index) or a checkpoint prefix
+    (…/ckpt-N) → the prefix; InputError naming `flag` when it is neither."""
+    from storage.model_folder import checkpoint_exists, saved_checkpoints
+
+    path = pathlib.Path(path)
+    if path.is_dir():
+        found = saved_checkpoints(path)
+        if not found:
+            raise InputError(f"{flag} {path}: the folder holds no checkpoint (ckpt-<step>.index); pass the folder a "
+                             "JAX run wrote (its --out) or a checkpoint prefix (…/ckpt-1000)")
+        return found[-1]
+    if not checkpoint_exists(path):
+        raise InputError(f"{flag} {path}: no such checkpoint (expected {path}.index); pass a model folder or a "
+                         "checkpoint prefix (…/ckpt-1000)")
+    return str(path)
+
+
+def checkpoint_steps(folder):
+    """The steps N of the ckpt-N checkpoints in `folder`, oldest first ([] when there is none)."""
+    from storage.model_folder import checkpoint_step, saved_checkpoints
+
+    return [checkpoint_step(prefix) for prefix in saved_checkpoints(folder)] if pathlib.Path(folder).is_dir() else []
+
+
+def read_weight_files(sources, flag="--weights"):
+    """{Keras path: (array, source)} of weights given on a command line: model folders or checkpoint prefixes,
+    or .npz files of the older format (a later source's key wins; the source is kept for error messages)."""
+    from storage.checkpoint_bundle import read_model_weights
+
+    weights = {}
+    for source in sources:
+        if str(source).endswith(".npz"):
+            weights.update(read_npz([source]))
+        else:
+            prefix = checkpoint_of(source, flag)
+            weights.update({key: (value, prefix) for key, value in read_model_weights(prefix).items()})
+    return weights
+
+
+def read_checkpoint(path, flag="--weights"):
+    """{Keras path: array} of one model's weights: a model folder or checkpoint prefix, or the older .npz (or
+    the name of one whose shards lie beside it); InputError when none is there."""
+    path = pathlib.Path(path)
+    if path.suffix == ".npz":
+        weights = read_weights(path.parent, path.name)
+        if weights is None:
+            raise InputError(f"{flag} {path}: no such file and no shards of it beside; copy them here")
+        return weights
+    return {key: value for key, (value, _) in read_weight_files([path], flag).items()}
+
+
+def assign_weights(pretrainer, weights, path):
+    """The pretrainer with every variable set from `weights` ({Keras path: array}, as a JAX run saved them);
+    InputError naming `path` when the names or shapes are another model's."""
+    variables = {variable.path: variable for variable in pretrainer.weights}
+    if set(variables) != set(weights):
+        missing, extra = sorted(set(variables) - set(weights)), sorted(set(weights) - set(variables))
+        raise InputError(f"{path}: its weights do not match the config's model (missing {missing[:3]}, "
+                         f"unexpected {extra[:3]}); pass the config the weights were trained with")
+    for name, variable in variables.items():
+        value = weights[name]
+        if tuple(value.shape) != tuple(variable.shape):
+            raise InputError(f"{path}: {name} has shape {value.shape}, the model {variable.shape}; pass the config "
+                             "the weights were trained with")
+        variable.assign(value.astype(variable.dtype))
+    return pretrainer
+
+
+def pretrainer_with_weights(config, weights, path):
+    """The config's pretrainer holding a JAX run's weights. Built in float32, not the config's precision: it
+    only holds weights, which are float32 either way."""
+    from pretrain.builder import build_pretrainer
+
+    return assign_weights(build_pretrainer(config, dtype="float32"), weights, path)
+
+
+# --- the older format: .npz files, whole or in shards ------------------------------------------------------
+
+def weights_file(step):
+    """The older format's name of a run's weights of `step`."""
+    return f"weights-{step}.npz"
+
+
 def weights_file_step(name):
     """The step of a weights file's name (weights-<step>.npz, or a shard weights-<step>.part<k>of<n>.npz),
     or None for any other name."""
     match = re.fullmatch(r"weights-(\d+)(\.part\d+of\d+)?\.npz", name)
     return int(match.group(1)) if match else None
+
+
+def save_npz_weights(path, model, dtype):
+    """The older format's whole file: model_values as one .npz (what runs wrote before model folders)."""
+    import numpy as np
+
+    from common.atomic import atomic_path
+
+    with atomic_path(path, suffix=".npz") as temp:
+        np.savez(temp, **model_values(model, dtype))
 
 
 def shard_name(name, index, count):
@@ -57,28 +179,3 @@ def read_weights(folder, name):
     neither is there."""
     paths = weights_paths(folder, name)
     return {key: value for key, (value, _) in read_npz(paths).items()} if paths else None
-
-
-def assign_weights(pretrainer, weights, path):
-    """The pretrainer with every variable set from `weights` ({Keras path: array}, as saved by
-    training_jax.pretrain); InputError naming `path` when the names or shapes are another model's."""
-    variables = {variable.path: variable for variable in pretrainer.weights}
-    if set(variables) != set(weights):
-        missing, extra = sorted(set(variables) - set(weights)), sorted(set(weights) - set(variables))
-        raise InputError(f"{path}: its weights do not match the config's model (missing {missing[:3]}, "
-                         f"unexpected {extra[:3]}); pass the config the weights were trained with")
-    for name, variable in variables.items():
-        value = weights[name]
-        if tuple(value.shape) != tuple(variable.shape):
-            raise InputError(f"{path}: {name} has shape {value.shape}, the model {variable.shape}; pass the config "
-                             "the weights were trained with")
-        variable.assign(value.astype(variable.dtype))
-    return pretrainer
-
-
-def pretrainer_with_weights(config, weights, path):
-    """The config's pretrainer holding the weights saved by training_jax.pretrain. Built in float32, not the
-    config's precision: it only holds weights, which are float32 either way."""
-    from pretrain.builder import build_pretrainer
-
-    return assign_weights(build_pretrainer(config, dtype="float32"), weights, path)

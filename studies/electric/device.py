@@ -207,7 +207,7 @@ def score_on_device(study_dir):
     import jax
 
     from configs.pretraining_config import PretrainingConfig
-    from training_jax.pretrain import weights_file
+    from storage.model_folder import checkpoint_exists, checkpoint_prefix
 
     jax.config.update("jax_default_matmul_precision", "highest")
     study_dir = pathlib.Path(study_dir)
@@ -222,11 +222,11 @@ def score_on_device(study_dir):
                {"vocab_sha256": study["vocab_sha256"], "sentences": study["sentences"], "steps": {}})
     pretrainer = None
     for step in entry["checkpoint_steps"]:
-        weights_path = run_dir / weights_file(step)
-        if str(step) in ranking["steps"] or not weights_path.is_file():
+        weights_path = pathlib.Path(checkpoint_prefix(run_dir, step))
+        if str(step) in ranking["steps"] or not checkpoint_exists(weights_path):
             continue
         start = time.perf_counter()
-        weights = jax_weights.read_weights(run_dir, weights_path.name)
+        weights = jax_weights.read_checkpoint(weights_path)
         pretrainer = (jax_weights.pretrainer_with_weights(config, weights, weights_path) if pretrainer is None
                       else jax_weights.assign_weights(pretrainer, weights, weights_path))
         results = score_id_lists(pretrainer, config, id_lists)
@@ -247,10 +247,11 @@ def score_on_device(study_dir):
 
 
 def newest_weights_step(folder):
-    """The largest N of weights-<N>.npz (whole or in shards) in `folder`, or None."""
+    """The largest N of the run's ckpt-N, or of weights-<N>.npz (whole or in shards: what came back) in
+    `folder`, or None."""
     steps = [int(match.group(1)) for path in pathlib.Path(folder).glob("weights-*.npz")
              if (match := re.match(r"weights-(\d+)(\.part\d+of\d+)?\.npz$", path.name))]
-    return max(steps, default=None)
+    return max(steps + jax_weights.checkpoint_steps(folder), default=None)
 
 
 def collect_from_device(study_dir, out):
@@ -289,7 +290,7 @@ def import_device_results(args, data_dir, results_dir):
     from storage import model_folder
     from studies.shared_data import plain_wikipedia_sentences
     from configs.resolve import vocab_source
-    from training_jax.pretrain import weights_file
+    from training_jax.weights import weights_file
 
     source = results_dir / ARM
     for name in (CONFIG_BACK, RANKING_FILE):

@@ -19,7 +19,6 @@ Here again:
 import dataclasses
 import json
 import pathlib
-import re
 import shutil
 import subprocess
 import sys
@@ -35,7 +34,8 @@ from pretrain_loop.metrics_file import METRICS_FILE
 from storage import model_folder
 from training_jax import fit
 from training_jax.run import DEVICE_PRELUDE, WHEELS_DIR
-from training_jax.weights import pretrainer_with_weights, read_weights, shard_name, write_shards
+from training_jax.weights import (checkpoint_steps, pretrainer_with_weights, read_checkpoint, read_weights,
+                                  shard_name, weights_file, write_shards)
 
 EVALS_PER_RUN = 30  # held-out evaluations along each device run (the curves' resolution)
 DEVICE_LOG_EVERY = 100
@@ -278,21 +278,17 @@ def last_step(study_dir, study, arm):
 
 
 def weights_files(study_dir, arm, step):
-    """The files holding the arm's weights of `step`: the run's own, or on a fresh machine the shards call 1
-    brought back, carried in under <export>/returned/<arm>/; [] when neither is there."""
-    from training_jax.pretrain import weights_file
-
-    own = pathlib.Path(study_dir) / RUNS / arm / weights_file(step)
-    if own.is_file():
+    """The files holding the arm's weights of `step`: the run's own checkpoint, or on a fresh machine the
+    shards call 1 brought back, carried in under <export>/returned/<arm>/; [] when neither is there."""
+    own = pathlib.Path(model_folder.checkpoint_prefix(pathlib.Path(study_dir) / RUNS / arm, step))
+    if model_folder.checkpoint_exists(own):
         return [own]
     return sorted((pathlib.Path(study_dir) / RETURNED / arm).glob(shard_name(weights_file(step), "*", "*")))
 
 
 def newest_weights_step(study_dir, arm):
     """The newest step whose weights the arm's run wrote (a run stopped at its limit writes them too)."""
-    steps = [int(m.group(1)) for p in (pathlib.Path(study_dir) / RUNS / arm).glob("weights-*.npz")
-             if (m := re.fullmatch(r"weights-(\d+)\.npz", p.name))]
-    return max(steps, default=None)
+    return max(checkpoint_steps(pathlib.Path(study_dir) / RUNS / arm), default=None)
 
 
 def finetune_jobs(study_dir, study):
@@ -509,16 +505,11 @@ def copy_run_file(study_dir, out, arm, name):
 def copy_weights_in_shards(study_dir, out, arm, step):
     """The arm's weights of `step` into <out>/<arm>/ in shards of at most SHARD_BYTES (what the copy back
     takes); False when that checkpoint is not written yet."""
-    import numpy as np
-
-    from training_jax.pretrain import weights_file
-
-    weights = pathlib.Path(study_dir) / RUNS / arm / weights_file(step)
-    if not weights.is_file():
+    weights = pathlib.Path(model_folder.checkpoint_prefix(pathlib.Path(study_dir) / RUNS / arm, step))
+    if not model_folder.checkpoint_exists(weights):
         return False
     (pathlib.Path(out) / arm).mkdir(parents=True, exist_ok=True)
-    with np.load(weights) as saved:
-        write_shards({name: saved[name] for name in saved.files}, pathlib.Path(out) / arm, weights_file(step))
+    write_shards(read_checkpoint(weights), pathlib.Path(out) / arm, weights_file(step))
     return True
 
 
@@ -535,8 +526,6 @@ def import_device_run(plan, arm, results_dir):
     logs under models/<arm>/logs. Takes every run a device can produce: sized shorter than planned (the plan
     here has the sized steps), stopped at its hard limit (no run record, weights at a step that is no
     checkpoint, half a last metrics line), recorded by an older trainer (the exported config in its record)."""
-    from training_jax import pretrain as pretrain_jax
-
     source = pathlib.Path(results_dir) / arm
     steps = returned_steps(source)
     if not steps:
@@ -550,8 +539,8 @@ def import_device_run(plan, arm, results_dir):
         folder = plan.data_dir / "models" / f"{arm}_step{step}"
         if model_folder.is_complete(folder):
             continue
-        weights = read_weights(source, pretrain_jax.weights_file(step))
-        pretrainer = pretrainer_with_weights(config, weights, source / pretrain_jax.weights_file(step))
+        weights = read_weights(source, weights_file(step))
+        pretrainer = pretrainer_with_weights(config, weights, source / weights_file(step))
         write_model_folder_for(folder, config, pretrainer, vocab_file, step)
         log(f"imported {folder.name}" + ("" if step in planned else
                                          f" (the run stopped at step {step}, before its checkpoint(s) {planned}; "
