@@ -40,7 +40,8 @@ __all__ = [
     "vocab_copies",
     # checkpoint names and the state file
     "CHECKPOINT_NAME", "STATE_FILE", "checkpoint_step", "checkpoint_prefix", "saved_checkpoints", "is_complete",
-    "write_state", "link_checkpoint", "latest_checkpoint", "resolve_checkpoint", "checkpoint_exists",
+    "write_state", "link_checkpoint", "latest_checkpoint", "newest_saved_checkpoint", "resolve_checkpoint",
+    "checkpoint_exists",
     # weights, and a damaged checkpoint explained around a restore
     "model_trackable", "write_weights", "restore_weights", "holds_half_precision_weights", "holds_optimizer_state",
     "explaining_damage", "write_weights_checkpoint",
@@ -228,16 +229,22 @@ def latest_checkpoint(model_dir):
     return None
 
 
-def resolve_checkpoint(path, flag="--init-checkpoint"):
-    """A model folder (its latest checkpoint) or a checkpoint prefix (…/ckpt-1000) → the prefix;
-    InputError naming `flag` when it is neither."""
+def newest_saved_checkpoint(folder):
+    """The ckpt-N prefix with the largest N whose index file is in the folder, or None; without TensorFlow
+    (the state file is not read: a bundle whose index exists is complete)."""
+    return (saved_checkpoints(folder) or [None])[-1]
+
+
+def resolve_checkpoint(path, flag="--init-checkpoint", latest=None):
+    """A model folder (its latest checkpoint: `latest(folder)`, by default the state file's) or a checkpoint
+    prefix (…/ckpt-1000) → the prefix; InputError naming `flag` when it is neither."""
     candidate = pathlib.Path(path)
     if candidate.is_dir():
-        latest = latest_checkpoint(candidate)
-        if not latest:
+        found = (latest or latest_checkpoint)(candidate)
+        if not found:
             raise InputError(f"{flag} {path}: the folder holds no checkpoint; pass a model folder with weights "
                              "(pretrain it first or import weights into it) or a checkpoint prefix (…/ckpt-1000)")
-        return latest
+        return found
     if not checkpoint_exists(candidate):
         raise InputError(f"{flag} {path}: no such checkpoint (expected {path}.index); pass a model folder or a "
                          "checkpoint prefix")

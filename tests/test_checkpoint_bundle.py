@@ -1,5 +1,5 @@
-"""storage/checkpoint_bundle.py: TensorFlow's checkpoint files written and read with NumPy alone, checked against
-TensorFlow's own writer and reader (installed here; the GPU machine has none)."""
+"""storage/checkpoint_bundle.py (and storage/crc32c.py): TensorFlow's checkpoint files written and read with NumPy
+alone, checked against TensorFlow's own writer and reader (installed here; the GPU machine has none)."""
 import numpy as np
 import pytest
 
@@ -42,11 +42,13 @@ def object_graph(prefix):
 
 
 def test_crc32c_matches_the_standard_check_value_and_the_byte_loop_on_long_buffers():
-    assert bundle.crc32c(b"123456789") == 0xE3069283  # CRC-32C's published check value
+    from storage import crc32c
+
+    assert crc32c.crc32c(b"123456789") == 0xE3069283  # CRC-32C's published check value
     data = np.random.default_rng(0).integers(0, 256, 1_000_003, dtype=np.uint8)  # many lanes and a tail
-    by_bytes = bundle._scalar_register(data.tobytes(), 0xFFFFFFFF) ^ 0xFFFFFFFF
-    assert bundle.crc32c(data) == by_bytes
-    assert bundle.crc32c(data[500_000:], bundle.crc32c(data[:500_000])) == by_bytes  # continued
+    by_bytes = crc32c._scalar_register(data.tobytes(), 0xFFFFFFFF) ^ 0xFFFFFFFF
+    assert crc32c.crc32c(data) == by_bytes
+    assert crc32c.crc32c(data[500_000:], crc32c.crc32c(data[:500_000])) == by_bytes  # continued
 
 
 def test_the_model_weights_are_the_bytes_tensorflow_writes_and_restore_into_a_fresh_model(tmp_path,

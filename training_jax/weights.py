@@ -40,20 +40,10 @@ def save_checkpoint(folder, step, model, dtype, config, vocab_file):
 
 def checkpoint_of(path, flag="--init-from"):
     """A model folder (its newest checkpoint: the largest N of its ckpt-N.index) or a checkpoint prefix
-    (…/ckpt-N) → the prefix; InputError naming `flag` when it is neither."""
-    from storage.model_folder import checkpoint_exists, saved_checkpoints
+    (…/ckpt-N) → the prefix, without TensorFlow; InputError naming `flag` when it is neither."""
+    from storage.model_folder import newest_saved_checkpoint, resolve_checkpoint
 
-    path = pathlib.Path(path)
-    if path.is_dir():
-        found = saved_checkpoints(path)
-        if not found:
-            raise InputError(f"{flag} {path}: the folder holds no checkpoint (ckpt-<step>.index); pass the folder a "
-                             "JAX run wrote (its --out) or a checkpoint prefix (…/ckpt-1000)")
-        return found[-1]
-    if not checkpoint_exists(path):
-        raise InputError(f"{flag} {path}: no such checkpoint (expected {path}.index); pass a model folder or a "
-                         "checkpoint prefix (…/ckpt-1000)")
-    return str(path)
+    return resolve_checkpoint(path, flag, latest=newest_saved_checkpoint)
 
 
 def checkpoint_steps(folder):
