@@ -30,7 +30,8 @@ ours on [CLS], about 0.1% of the model's multiply-adds at these lengths).
    length-grouped sampler: megabatches of 50 batches sorted by length).
    --train-steps timed updates after --warmup-steps untimed ones. --train-settings picks the settings;
    "random-inline" is ours with TFTrainer's compiled_update off (the optimizer update run inline in the
-   step, as before it was compiled), so the step before and after can be compared in one run.
+   step, as before it was compiled), so the step before and after can be compared in one run;
+   "random-no-onednn" is ours without oneDNN turned on (TensorFlow's default kernels where it leaves it off).
    Ours turns oneDNN on where TensorFlow leaves it off (AVX2-only CPUs), as run_finetuning.py does
    (training.cpu_features.turn_on_onednn; TF_ENABLE_ONEDNN_OPTS=0 in the environment keeps it off).
 
@@ -219,7 +220,10 @@ def worker_ours_train(args):
 
     from training.cpu_features import turn_on_onednn
 
-    turn_on_onednn(quiet=True)  # as run_finetuning.py does, before TensorFlow is imported
+    if getattr(args, "onednn", True):
+        turn_on_onednn(quiet=True)  # as run_finetuning.py does, before TensorFlow is imported
+    else:
+        os.environ["TF_ENABLE_ONEDNN_OPTS"] = "0"  # TensorFlow's own choice of kernels on this CPU
     import keras
     import numpy as np
 
@@ -451,6 +455,8 @@ TRAIN_SETTINGS = {
     "random": ("ours, random batches padded to their longest", "ours-train", {"pool_batches": 1}),
     "random-inline": ("ours, random batches, the optimizer update inline (compiled_update off: the step before)",
                       "ours-train", {"pool_batches": 1, "compiled_update": False}),
+    "random-no-onednn": ("ours, random batches, oneDNN not turned on (TF_ENABLE_ONEDNN_OPTS=0)", "ours-train",
+                         {"pool_batches": 1, "onednn": False}),
     "hf": ("Hugging Face Trainer, DataCollatorWithPadding", "hf-train", {"group_by_length": False}),
     "hf-grouped": ("Hugging Face Trainer, DataCollatorWithPadding + train_sampling_strategy group_by_length",
                    "hf-train", {"group_by_length": True}),
@@ -460,6 +466,8 @@ TRAIN_RATIOS = (("bucketed", "hf", "ours bucketed / Hugging Face dynamic padding
                 ("random", "hf", "ours random batches / Hugging Face dynamic padding (the same padding)"),
                 ("random-inline", "hf", "ours random batches, update inline / Hugging Face dynamic padding"),
                 ("random", "random-inline", "ours random batches: compiled update / update inline"),
+                ("random-no-onednn", "hf", "ours random batches, oneDNN off / Hugging Face dynamic padding"),
+                ("random", "random-no-onednn", "ours random batches: oneDNN on / off"),
                 ("bucketed", "hf-grouped", "ours bucketed / Hugging Face group_by_length (both length-grouped)"))
 
 
