@@ -8,8 +8,9 @@ run_pretraining.py --init-checkpoint and checkpoints.export read.
         --weights OUT/electra/weights-11144.npz --data-dir electra_data --model-name electra_gpu
 
 --export is the folder training_jax.export wrote (the config that trained and the vocabulary). --weights is
-what training_jax.pretrain wrote, a model folder (its newest ckpt-<step>) or one of its checkpoint prefixes:
-its files are copied as they are once their weights restore into the config's model (a copy and a check).
+what training_jax.pretrain wrote, a model folder (its newest ckpt-<step>) or one of its checkpoint prefixes,
+or the folder in what training_jax.run brought back (OUT/models.tar/pretrained, read from its parts): its
+files are copied as they are once their weights restore into the config's model (a copy and a check).
 The older format, weights converted: a weights-<step>.npz file, or the name of one whose shards
 (weights-<step>.part<k>of<n>.npz) lie beside it (what runs wrote before, and what a GPU run brings back).
 The run's metrics.jsonl (--metrics, default: the one beside the weights) gives the config the run trained
@@ -62,13 +63,19 @@ def weights_step(path, step=None):
     return step if step is not None else named
 
 
-def weights_source(path):
+def weights_source(path, scratch):
     """--weights as given → an .npz path (the older format, as given) or the checkpoint prefix of a model
-    folder; InputError when it is neither."""
+    folder, one in a run's archive (OUT/models.tar/<name>) extracted into `scratch` first; InputError when it
+    is none of these."""
+    from training_jax.returned import archived_member, extract_member
     from training_jax.weights import checkpoint_of
 
     path = pathlib.Path(path)
-    return path if path.suffix == ".npz" else pathlib.Path(checkpoint_of(path, "--weights"))
+    if path.suffix == ".npz":
+        return path
+    if archived_member(path):
+        path = extract_member(path, scratch)
+    return pathlib.Path(checkpoint_of(path, "--weights"))
 
 
 def config_from_dict(values, source):
@@ -164,8 +171,8 @@ def parse_args(argv=None):
     parser.add_argument("--export", type=pathlib.Path, default=None,
                         help="the folder training_jax.export wrote (else --metrics and --vocab-file)")
     parser.add_argument("--weights", type=pathlib.Path, required=True,
-                        help="the run's model folder or a checkpoint prefix in it (…/ckpt-N), or the older "
-                             "weights-<step>.npz (or its shards)")
+                        help="the run's model folder, a checkpoint prefix in it (…/ckpt-N), OUT/models.tar/<name> "
+                             "(training_jax.run), or the older weights-<step>.npz (or its shards)")
     parser.add_argument("--metrics", type=pathlib.Path, default=None,
                         help="the run's metrics.jsonl (default: the one beside the weights, if there)")
     parser.add_argument("--vocab-file", type=pathlib.Path, default=None,
@@ -182,10 +189,18 @@ def parse_args(argv=None):
 
 @exit_on_input_error
 def main(argv=None):
+    import tempfile
+
     from common.quiet import quiet_tensorflow
 
     quiet_tensorflow()
     args = parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="import_jax-") as scratch:
+        return import_run(args, scratch)
+
+
+def import_run(args, scratch):
+    """main's work, with a scratch folder for a model folder extracted from a run's archive."""
     from data import paths
     from configs.pretraining_config import PretrainingConfig
     from storage.model_folder import find_vocab
@@ -193,7 +208,7 @@ def main(argv=None):
     name = args.model_name
     if not name or "/" in name or name in (".", ".."):
         raise InputError(f"--model-name {name!r}: use a plain folder name such as electra_small_jax")
-    args.weights = weights_source(args.weights)
+    args.weights = weights_source(args.weights, scratch)
     metrics = args.metrics or args.weights.parent / "metrics.jsonl"
     if not metrics.is_file():
         if args.metrics:

@@ -96,8 +96,7 @@ def test_the_one_call_runs_as_printed_then_imports_and_finetunes_here(first_run)
     assert results["control"]["rte"]["checkpoint"].startswith("none")
     back = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())
     steps = record["mlm"]["steps"]
-    assert back == ["metrics.jsonl", "mlm/metrics.jsonl", f"mlm/weights-{steps}.part1of1.npz", "results.json",
-                    "run.json", "weights-8.part1of1.npz"]
+    assert back == ["metrics.jsonl", "mlm/metrics.jsonl", "models.tar.part1of1", "results.json", "run.json"]
     lines = [line for line in summary.splitlines() if "python -m checkpoints.import_jax" in line]
     here = {"OUT/": f"{out}/", "electra_data": str(root / "data"), "jax_export": str(export)}  # the folders here
     folders = []
@@ -117,8 +116,10 @@ import json, sys
 sys.modules["tensorflow"] = None
 import numpy as np
 from training_jax import pretrain
-from training_jax.weights import read_weights
-returned = read_weights(FOLDER, "weights-8.npz")
+from training_jax.returned import extract_member
+from training_jax.weights import read_checkpoint
+folder = extract_member(MEMBER, SCRATCH)
+returned = read_checkpoint(folder)
 
 
 def equal_to_returned(run):
@@ -127,7 +128,7 @@ def equal_to_returned(run):
 
 
 args = ["--export", EXPORT, "--model", "electra", "--out", OUT]
-continued = equal_to_returned(pretrain.Run(pretrain.parse_args(args + ["--init-from", SHARD])))
+continued = equal_to_returned(pretrain.Run(pretrain.parse_args(args + ["--init-from", str(folder)])))
 fresh = equal_to_returned(pretrain.Run(pretrain.parse_args(args)))  # a new model: not those weights
 print("RESULTS" + json.dumps({"same": all(continued), "count": len(continued), "fresh_same": all(fresh)}))
 '''
@@ -137,16 +138,17 @@ def test_a_continued_run_starts_from_the_returned_weights_and_counts_steps_on(fi
     from checkpoints import import_jax
 
     root, export, _, (repo, python_dir) = first_run
-    shard = root / "OUT" / "weights-8.part1of1.npz"
-    names = {"EXPORT": root / "run_work" / "export", "OUT": tmp_path / "unused", "SHARD": shard, "FOLDER": shard.parent}
+    member = root / "OUT" / "models.tar" / "pretrained"  # the model folder in the archive's parts
+    names = {"EXPORT": root / "run_work" / "export", "OUT": tmp_path / "unused", "MEMBER": member,
+             "SCRATCH": tmp_path / "scratch"}
     script = START_FROM
     for name, path in names.items():
         script = script.replace(name, repr(str(path)))
-    # A later call on the device (the wheels as the first call installed them, the returned shard carried), and
+    # A later call on the device (the wheels as the first call installed them, the returned parts carried), and
     # beside it the check that --init-from holds exactly the returned weights: two processes, two cores.
     out = tmp_path / "OUT2"
     line = (f"export PYTHONPATH=$PWD/.whl/site KERAS_BACKEND=jax; python3 -m training_jax.run --export jax_export "
-            f"--out $OUT --minutes 5 --finetune-minutes 0 --measure-steps 5 --init-from {shard} "
+            f"--out $OUT --minutes 5 --finetune-minutes 0 --measure-steps 5 --init-from {member} "
             "--pretrain-flags '--bf16-attention --prng rbg'")  # the speed options, under the GPU image's JAX
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         call = pool.submit(device_call, line, repo, out, python_dir, root)
@@ -159,11 +161,10 @@ def test_a_continued_run_starts_from_the_returned_weights_and_counts_steps_on(fi
     assert record["steps_before"] == 8 and record["total_steps"] == 8 + record["steps"] and record["steps"] > 0
     assert record["optimizer"].startswith("fresh moments") and len(record["runs"]) == 2
     assert record["config"]["num_warmup_steps"] == max(1, int(record["steps"] * 0.01))
-    weights = out / f"weights-{record['total_steps']}.part1of1.npz"
-    assert weights.is_file()
-    folder = import_jax.main(["--vocab-file", str(export / "vocab.txt"), "--weights", str(weights),
-                              "--model-name", "continued", "--data-dir", str(tmp_path / "data")])
-    assert folder.is_dir()
+    assert (out / "models.tar.part1of1").is_file()
+    folder = import_jax.main(["--vocab-file", str(export / "vocab.txt"), "--weights", str(out / "models.tar" /
+                              "pretrained"), "--model-name", "continued", "--data-dir", str(tmp_path / "data")])
+    assert (folder / f"ckpt-{record['total_steps']}.index").is_file()
 
 
 def test_training_arrays_travel_as_xz_and_old_exports_still_read(tmp_path):
@@ -199,6 +200,45 @@ def test_steps_before_a_continued_run_come_from_its_run_json_else_the_weights_na
     assert earlier_run([shard])["total_steps"] == 11144  # the H200 run came back without a run.json
     (tmp_path / "run.json").write_text(json.dumps({"total_steps": 20000, "runs": [{"steps": 20000}]}))
     assert earlier_run([shard])["total_steps"] == 20000
+    (tmp_path / "models.tar.part1of1").write_bytes(b"")
+    assert earlier_run([tmp_path / "models.tar" / "pretrained"])["total_steps"] == 20000  # the archive's run.json
+
+
+def test_returned_model_folders_travel_as_one_archive_in_parts_and_extract_safely(tmp_path):
+    import io
+    import tarfile
+
+    from common.errors import InputError
+    from training_jax.returned import archive_parts, extract_member, write_archive
+
+    folders = {}
+    for name in ("pretrained", "mlm"):
+        folders[name] = tmp_path / "back" / name
+        folders[name].mkdir(parents=True)
+        for index in range(3):
+            (folders[name] / f"file{index}").write_bytes(np.random.default_rng(index).bytes(30_000))
+    out = tmp_path / "OUT"
+    out.mkdir()
+    parts = write_archive(out, folders, tmp_path, part_bytes=40_000)
+    assert len(parts) > 3 and archive_parts(out) == parts and all(p.stat().st_size <= 40_000 for p in parts)
+    for name, folder in folders.items():
+        extracted = extract_member(out / "models.tar" / name, tmp_path / "here")
+        assert sorted(p.name for p in extracted.iterdir()) == ["file0", "file1", "file2"]
+        assert all((extracted / f.name).read_bytes() == f.read_bytes() for f in folder.iterdir())
+    with pytest.raises(InputError, match="holds no folder nothing"):
+        extract_member(out / "models.tar" / "nothing", tmp_path / "here")
+    parts[1].unlink()
+    with pytest.raises(InputError, match=f"OUT: {len(parts) - 1} of the {len(parts)} parts of models.tar"):
+        extract_member(out / "models.tar" / "mlm", tmp_path / "here")
+    evil = tmp_path / "evil"
+    evil.mkdir()
+    with tarfile.open(evil / "models.tar.part1of1", "w") as archive:  # a member that climbs out
+        info = tarfile.TarInfo("mlm/../../outside")
+        info.size = 2
+        archive.addfile(info, io.BytesIO(b"no"))
+    with pytest.raises(InputError, match="not a plain file of a model folder"):
+        extract_member(evil / "models.tar" / "mlm", tmp_path / "there")
+    assert not (tmp_path / "outside").exists()
 
 
 def test_the_documented_device_line_is_the_one_the_export_prints_and_this_file_runs():

@@ -6,7 +6,7 @@
     python -m finetune.arrays --tasks cola,sst,mrpc,sts,rte --finetuning-data-dir glue_data \\
         --vocab-file jax_export/vocab.txt --out jax_export/tasks
     # on the GPU machine (JAX and Keras), one command of at most --minutes
-    python -m training_jax.run --export jax_export --out $OUT [--minutes 9.5] [--init-from OLD/weights-N.part1of2.npz]
+    python -m training_jax.run --export jax_export --out $OUT [--minutes 9.5] [--init-from OLD/models.tar/pretrained]
 
 One process tree, nothing read from an earlier run: the pretraining child (training_jax.pretrain
 --fit-minutes) compiles, measures its speed and sizes itself to the minutes left once the fine-tuning's
@@ -14,19 +14,20 @@ are reserved; then one fine-tuning child (training_jax.finetune) trains the pret
 random control ("--weights none") on the exported tasks, the task with the fewest updates first, one seed
 each, and again with one more seed while the last round's time is left. Every child is stopped at its
 deadline, so the run ends inside --minutes with whatever finished. --out gets at most 8 files of at most
-16 MiB (64 MiB in all, so that it is small to copy back): the weights (float16 shards), metrics.jsonl,
-results.json (every fine-tuning result) and run.json (the config that trained, the device, the steps, the
-runs before this one); the last lines printed say what ran, what failed, what came back and the commands
-that import it back here.
+16 MiB (64 MiB in all, so that it is small to copy back): the model folders (float16 weights) in the parts
+of one archive (training_jax.returned), metrics.jsonl, results.json (every fine-tuning result) and run.json
+(the config that trained, the device, the steps, the runs before this one); the last lines printed say what
+ran, what failed, what came back and the commands that import it back here.
 
 --also-mlm trains the MLM baseline beside it (the same encoder, masked-LM objective, BERT's way) at the same
 pretraining FLOPs (configs/flops.py), in a second child at the same time: the two size together, as
-training_jax.fit sizes models that share a device; it is fine-tuned with the others, and its weights and
-metrics come back in mlm/.
+training_jax.fit sizes models that share a device; it is fine-tuned with the others, and its model folder
+comes back in the archive (mlm), its metrics in mlm/.
 
---init-from continues a model from an earlier run's returned weights (its shards, an .npz, or a model
-folder): every weight is taken as it came back, the optimizer's moments start fresh (they are too large to
-copy back) with a short warmup, and run.json adds this run's steps to the total of the run.json beside them.
+--init-from continues a model from an earlier run's returned weights (OLD/models.tar/pretrained: the folder
+in its archive's parts; a model folder; an older run's .npz shards): every weight is taken as it came back,
+the optimizer's moments start fresh (they are too large to copy back) with a short warmup, and run.json adds
+this run's steps to the total of the run.json beside them.
 """
 import argparse
 import json
@@ -41,7 +42,8 @@ import time
 
 from common.errors import InputError, exit_on_input_error
 from pretrain_loop.metrics_file import METRICS_FILE
-from training_jax.export_file import read_export_file, write_export_file
+from training_jax.export_file import VOCAB_FILE, read_export_file, write_export_file
+from training_jax.returned import ARCHIVE, archived_member, extract_member, write_archive
 
 RESULTS_FILE, RUN_FILE = "results.json", "run.json"
 EXPORTED_FILES = ("train.npz", "eval.npz", "train.npz.xz", "eval.npz.xz")  # old exports: .npz; newer: .npz.xz
@@ -106,12 +108,12 @@ def add_mlm_baseline(folder, plan, model):
 
 
 def prepare_work(export, work, plan, continued, also_mlm=False):
-    """<work>/export: the export's arrays and config linked, its export.json copied (with a short warmup when
+    """<work>/export: the export's arrays, vocabulary and config linked, its export.json copied (with a short warmup when
     the run continues earlier weights; with the MLM baseline's config and entry under --also-mlm), so that
     sizing, states and caches stay out of the export folder that was copied here."""
     export, folder = pathlib.Path(export).resolve(), pathlib.Path(work) / "export"
     folder.mkdir(parents=True, exist_ok=True)
-    names = list(EXPORTED_FILES) + [entry["config_file"] for entry in plan["models"].values()]
+    names = list(EXPORTED_FILES) + [VOCAB_FILE] + [entry["config_file"] for entry in plan["models"].values()]
     for name in names:
         if (export / name).is_file() and not (folder / name).exists():
             (folder / name).symlink_to(export / name)
@@ -265,7 +267,8 @@ def earlier_run(init_from):
     if not init_from:
         return {}
     first = pathlib.Path(init_from[0])
-    path = (first if first.is_dir() else first.parent) / RUN_FILE
+    folder = first.parent.parent if archived_member(first) else first if first.is_dir() else first.parent
+    path = folder / RUN_FILE
     if path.is_file():
         return json.loads(path.read_text())
     steps = weights_file_step(pathlib.Path(init_from[0]).name) or 0
@@ -338,30 +341,40 @@ def outcome(child):
             "error": child.error_line() if child.failed else None}
 
 
-def write_model(out, work, model, weights_path, steps):
-    """A model's float16 shards as weights-<steps>.part<k>of<n>.npz (the checkpoint's weights, small files to
-    copy back) and its metrics.jsonl in `out`; the weights' name, or None when it saved none."""
-    from training_jax.weights import read_checkpoint, write_shards
+def write_model(out, work, model, weights_path, steps, name):
+    """A model's metrics.jsonl into `out`, and its model folder with only its newest checkpoint (as ckpt-<steps>)
+    and metrics.jsonl staged as <work>/back/<name> for the archive; that folder, or None when it saved none."""
+    from storage import model_folder
 
     out.mkdir(parents=True, exist_ok=True)
-    metrics = work / "pretraining" / model / METRICS_FILE
+    child = work / "pretraining" / model
+    metrics = child / METRICS_FILE
     if metrics.is_file():
         (out / METRICS_FILE).write_bytes(metrics.read_bytes())
     if weights_path is None:
         return None
-    write_shards(read_checkpoint(weights_path), out, f"weights-{steps}.npz")
-    return f"weights-{steps}.npz"
+    staged = model_folder.copy_checkpoint_folder(weights_path, work / "back" / name, model_folder.read_config(child),
+                                                 model_folder.require_vocab(child), steps)
+    if metrics.is_file():
+        shutil.copyfile(metrics, staged / METRICS_FILE)
+    return staged
 
 
 def write_back(out, work, record, trained, results):
-    """At most 8 files, each at most 16 MiB, 64 MiB in all, into `out` (the MLM baseline's in out/mlm/);
-    returns their paths."""
+    """At most 8 files, each at most 16 MiB, 64 MiB in all, into `out`: run.json, results.json, the models'
+    metrics.jsonl (the MLM baseline's in out/mlm/), and their model folders in the parts of models.tar
+    (training_jax.returned); returns their paths."""
     out = pathlib.Path(out)
-    record["weights_file"] = write_model(out, work, record["model"], trained[record["model"]][2],
-                                         record["total_steps"])
+    staged = {"pretrained": write_model(out, work, record["model"], trained[record["model"]][2],
+                                        record["total_steps"], "pretrained")}
     if MLM in record:
-        name = write_model(out / MLM, work, MLM, trained[MLM][2], record[MLM]["steps"])
-        record[MLM]["weights_file"] = name and f"{MLM}/{name}"
+        staged[MLM] = write_model(out / MLM, work, MLM, trained[MLM][2], record[MLM]["steps"], MLM)
+    staged = {name: folder for name, folder in staged.items() if folder}
+    if staged:
+        write_archive(out, staged, work)
+    record["weights_file"] = f"{ARCHIVE}/pretrained" if "pretrained" in staged else None
+    if MLM in record:
+        record[MLM]["weights_file"] = f"{ARCHIVE}/{MLM}" if MLM in staged else None
     (out / RESULTS_FILE).write_text(json.dumps(results, indent=1))
     (out / RUN_FILE).write_text(json.dumps(record, indent=1))
     files = sorted(p for p in out.rglob("*") if p.is_file())
@@ -421,8 +434,8 @@ def parse_args(argv=None):
     parser.add_argument("--seeds", type=int, default=5, help="the most fine-tuning seeds per task and model")
     parser.add_argument("--finetune-hparams", default="", help="FinetuningConfig overrides, JSON")
     parser.add_argument("--init-from", type=pathlib.Path, nargs="+", default=None, metavar="NPZ",
-                        help="continue from an earlier run's returned weights (all shards of one step, an .npz, or a "
-                             "model folder or checkpoint prefix)")
+                        help="continue from an earlier run's returned weights (OLD/models.tar/pretrained, a model "
+                             "folder or checkpoint prefix, or an older run's .npz shards)")
     parser.add_argument("--work-dir", type=pathlib.Path, default=None,
                         help="scratch space: states, sizing, logs (default <out>/../run_work; never comes back)")
     parser.add_argument("--measure-steps", type=int, default=50, help="updates timed to size the pretraining")
@@ -445,7 +458,7 @@ def main(argv=None):
     args.started = started
     plan, model = read_export(args.export)
     for path in args.init_from or []:
-        if not (path.exists() or pathlib.Path(f"{path}.index").is_file()):
+        if not (path.exists() or pathlib.Path(f"{path}.index").is_file() or archived_member(path)):
             raise InputError(f"--init-from {path}: no such file; copy here the weights an earlier run returned")
     deadline = started + args.minutes * 60 - COLLECT_SECONDS
     if args.finetune_minutes <= 0:
@@ -457,12 +470,14 @@ def main(argv=None):
                          f"{finetune_seconds / 60:g} min of fine-tuning; give more minutes or fewer to fine-tuning")
     flags = speed_flags(args.pretrain_flags)
     work = args.work_dir
-    for folder in ("state", "pretraining", "finetuning", "export"):  # nothing from an earlier run in this folder
+    for folder in ("state", "pretraining", "finetuning", "export", "init_from", "back"):  # nothing from an earlier run
         shutil.rmtree(work / folder, ignore_errors=True)
     export_dir = prepare_work(args.export, work, plan, bool(args.init_from), args.also_mlm)
     # Stopped only if it overruns its own hard limit (training_jax.fit.RESERVE_SECONDS after its minutes).
+    init_from = [extract_member(path, work / "init_from") if archived_member(path) else path
+                 for path in args.init_from or []]
     trained = pretrain(export_dir, [model] + ([MLM] if args.also_mlm else []), work, pretrain_minutes,
-                       args.init_from, deadline - finetune_seconds + 25, args.measure_steps, flags)
+                       init_from, deadline - finetune_seconds + 25, args.measure_steps, flags)
     sized = export_dir / f"config_{model}_sized.json"
     config_path = sized if sized.is_file() else export_dir / plan["models"][model]["config_file"]
     children = []
