@@ -12,7 +12,7 @@ what training_jax.pretrain wrote, a model folder (its newest ckpt-<step>) or one
 or the folder in what training_jax.run brought back (OUT/models.tar/pretrained, read from its parts): its
 files are copied as they are once their weights restore into the config's model (a copy and a check).
 The older format, weights converted: a weights-<step>.npz file, or the name of one whose shards
-(weights-<step>.part<k>of<n>.npz) lie beside it (what runs wrote before, and what a GPU run brings back).
+(weights-<step>.part<k>of<n>.npz) lie beside it (what runs wrote before, and the studies' collects bring back).
 The run's metrics.jsonl (--metrics, default: the one beside the weights) gives the config the run trained
 with; with --export it is checked against the export's: a run sized shorter than planned (--fit-minutes)
 is taken, a run of another config refused. A run stopped at its limit (no run record, weights at a step

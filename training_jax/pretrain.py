@@ -19,8 +19,8 @@ end, and before --time-limit-minutes runs out; the next run of the same command 
 computes the same updates as a run that never stopped. When the state is gone (a new machine), the run
 starts over at step 0 and says so.
 
-Writes to --out, a model folder (storage.model_folder) that run_finetuning.py --model-dir, checkpoints.export
-and checkpoints.import_jax read as it is:
+Writes to --out, a model folder (storage.model_folder) that run_finetuning.py (as <data-dir>/models/<name>),
+checkpoints.export --model-dir and checkpoints.import_jax read as it is:
   ckpt-<step>.index, .data-*  every model weight by its Keras path at each of the export's checkpoint steps, in
                       TensorFlow's checkpoint format written without TensorFlow (storage.checkpoint_bundle;
                       float weights rounded to float16 by default, --weights-dtype; readers widen them)
