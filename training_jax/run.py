@@ -109,8 +109,8 @@ def add_mlm_baseline(folder, plan, model):
 
 def prepare_work(export, work, plan, continued, also_mlm=False):
     """<work>/export: the export's arrays, vocabulary and config linked, its export.json copied (with a short
-    warmup when the run continues earlier weights; with the MLM baseline's config and entry under --also-mlm), so that
-    sizing, states and caches stay out of the export folder that was copied here."""
+    warmup when the run continues earlier weights; with the MLM baseline's config and entry under --also-mlm),
+    so that sizing, states and caches stay out of the export folder that was copied here."""
     export, folder = pathlib.Path(export).resolve(), pathlib.Path(work) / "export"
     folder.mkdir(parents=True, exist_ok=True)
     names = list(EXPORTED_FILES) + [VOCAB_FILE] + [entry["config_file"] for entry in plan["models"].values()]
