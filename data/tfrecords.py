@@ -14,6 +14,7 @@ import numpy as np
 
 from common import atomic
 from common.errors import InputError, short_reason
+from common.protobuf_wire import varint as _encode_varint
 
 FEATURE_NAMES = ("input_ids", "input_mask", "segment_ids")
 SHARD_PREFIX = "pretrain_data.tfrecord"
@@ -29,18 +30,6 @@ def shard_name(index: int, num_shards: int) -> str:
 # --- serialization -----------------------------------------------------------------------------------
 # tf.train.Example is hand-encoded: it is several times faster than building the protobuf in Python, and
 # a fixed field order makes the bytes reproducible. A test parses the result with TensorFlow.
-
-def _encode_varint(value: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte = value & 0x7F
-        value >>= 7
-        if value:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)
-
 
 _SMALL_VARINTS = [_encode_varint(i) for i in range(1 << 14)]  # every length a feature can have
 

@@ -13,68 +13,30 @@ import socket
 import struct
 import time
 
-
-def _crc32c_table():
-    table = []
-    for byte in range(256):
-        crc = byte
-        for _ in range(8):
-            crc = (crc >> 1) ^ 0x82F63B78 if crc & 1 else crc >> 1
-        table.append(crc)
-    return table
-
-
-_TABLE = _crc32c_table()
-
-
-def crc32c(data):
-    crc = 0xFFFFFFFF
-    for byte in data:
-        crc = _TABLE[(crc ^ byte) & 0xFF] ^ (crc >> 8)
-    return crc ^ 0xFFFFFFFF
-
-
-def masked_crc(data):
-    crc = crc32c(data)
-    return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+from common.crc32c import masked_crc32c
+from common.protobuf_wire import field_bytes, varint
 
 
 def tfrecord(data):
     """One TFRecord: the framing around `data`."""
     length = struct.pack("<Q", len(data))
-    return length + struct.pack("<I", masked_crc(length)) + data + struct.pack("<I", masked_crc(data))
-
-
-def _varint(value):
-    out = bytearray()
-    while True:
-        low, value = value & 0x7F, value >> 7
-        if value:
-            out.append(low | 0x80)
-        else:
-            out.append(low)
-            return bytes(out)
-
-
-def _field(number, payload):
-    """A length-delimited field (wire type 2)."""
-    return _varint(number << 3 | 2) + _varint(len(payload)) + payload
+    return length + struct.pack("<I", masked_crc32c(length)) + data + struct.pack("<I", masked_crc32c(data))
 
 
 # SummaryMetadata{plugin_data: PluginData{plugin_name: "scalars"}, data_class: DATA_CLASS_SCALAR (1)}
-_SCALAR_METADATA = _field(1, _field(1, b"scalars")) + _varint(4 << 3) + _varint(1)
+_SCALAR_METADATA = field_bytes(1, field_bytes(1, b"scalars")) + varint(4 << 3) + varint(1)
 
 
 def scalar_event(tag, value, step, wall_time):
     """Event{wall_time, step, summary: Summary{value: [Value{tag, tensor: float32 scalar, metadata}]}}."""
-    tensor = _varint(1 << 3) + _varint(1) + _field(2, b"") + _field(5, struct.pack("<f", float(value)))
-    summary_value = _field(1, tag.encode()) + _field(8, tensor) + _field(9, _SCALAR_METADATA)
-    return (_varint(1 << 3 | 1) + struct.pack("<d", wall_time) + _varint(2 << 3) + _varint(step & (2 ** 64 - 1))
-            + _field(5, _field(1, summary_value)))
+    tensor = varint(1 << 3) + varint(1) + field_bytes(2, b"") + field_bytes(5, struct.pack("<f", float(value)))
+    summary_value = field_bytes(1, tag.encode()) + field_bytes(8, tensor) + field_bytes(9, _SCALAR_METADATA)
+    return (varint(1 << 3 | 1) + struct.pack("<d", wall_time) + varint(2 << 3) + varint(step & (2 ** 64 - 1))
+            + field_bytes(5, field_bytes(1, summary_value)))
 
 
 def version_event(wall_time):
-    return _varint(1 << 3 | 1) + struct.pack("<d", wall_time) + _field(3, b"brain.Event:2")
+    return varint(1 << 3 | 1) + struct.pack("<d", wall_time) + field_bytes(3, b"brain.Event:2")
 
 
 class ScalarWriter:

@@ -11,7 +11,7 @@ TensorFlow reader restores as it restores run_pretraining.py's; write_model_weig
 as model_folder.write_weights (tf.train.Checkpoint of model_trackable): each weight under
 `model/weights_by_path/<escaped Keras path>/.ATTRIBUTES/VARIABLE_VALUE`, `save_counter`, and the
 `_CHECKPOINTABLE_OBJECT_GRAPH` string that tells TensorFlow which object owns which key. Protocol buffers are
-encoded by hand (a few varint fields); the checksums are storage.crc32c's, NumPy over many slices at once, so
+encoded by hand (a few varint fields); the checksums are common.crc32c's, NumPy over many slices at once, so
 that an electra_base checkpoint (440 MB) is checked in seconds. A damaged file (cut short, bytes flipped) is one
 InputError naming it.
 """
@@ -22,7 +22,8 @@ import numpy as np
 
 from common.atomic import atomic_path
 from common.errors import InputError
-from storage.crc32c import crc32c, mask, masked_crc32c
+from common.crc32c import crc32c, mask, masked_crc32c
+from common.protobuf_wire import field_bytes, field_varint, fields, read_varint, varint
 
 __all__ = ["DamagedCheckpoint", "write_bundle", "read_bundle", "list_bundle", "data_files",
            "weight_key",
@@ -41,59 +42,6 @@ class DamagedCheckpoint(InputError):
     def __init__(self, file, reason, damaged=True):
         super().__init__(f"{file}: {'damaged (' + reason + ')' if damaged else reason}; {AGAIN}")
         self.file, self.reason = file, reason
-
-
-# --- protocol buffer fields, by hand ----------------------------------------------------------------------
-
-def _varint(value):
-    out = bytearray()
-    while True:
-        byte, value = value & 0x7F, value >> 7
-        if value:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)
-
-
-def _read_varint(data, position):
-    value, shift = 0, 0
-    while True:
-        if position >= len(data) or shift > 63:
-            raise ValueError("a varint runs past its buffer")
-        byte = data[position]
-        value |= (byte & 0x7F) << shift
-        position, shift = position + 1, shift + 7
-        if not byte & 0x80:
-            return value, position
-
-
-def _field_varint(number, value):
-    return _varint(number << 3) + _varint(value) if value else b""
-
-
-def _field_bytes(number, payload):
-    return _varint(number << 3 | 2) + _varint(len(payload)) + payload
-
-
-def _fields(data):
-    """(field number, wire type, value) of a message: ints for varints and fixed32, bytes for the rest."""
-    position = 0
-    while position < len(data):
-        tag, position = _read_varint(data, position)
-        number, wire = tag >> 3, tag & 7
-        if wire == 0:
-            value, position = _read_varint(data, position)
-        elif wire == 2:
-            length, position = _read_varint(data, position)
-            value, position = bytes(data[position:position + length]), position + length
-        elif wire == 5:
-            value, position = struct.unpack_from("<I", data, position)[0], position + 4
-        elif wire == 1:
-            value, position = struct.unpack_from("<Q", data, position)[0], position + 8
-        else:
-            raise ValueError(f"wire type {wire}")
-        yield number, wire, value
 
 
 # --- tensor entries ---------------------------------------------------------------------------------------
@@ -115,20 +63,20 @@ def _numpy_dtype(name):
 
 def _entry(dtype, shape, shard, offset, size, crc):
     """A BundleEntryProto: dtype, shape (its dims), shard_id, offset, size, crc32c (fixed32)."""
-    dims = b"".join(_field_bytes(2, _field_varint(1, int(dim))) for dim in shape)
+    dims = b"".join(field_bytes(2, field_varint(1, int(dim))) for dim in shape)
     crc_field = b"\x35" + struct.pack("<I", crc) if crc else b""
-    return (_field_varint(1, dtype) + _field_bytes(2, dims) + _field_varint(3, shard) + _field_varint(4, offset)
-            + _field_varint(5, size) + crc_field)
+    return (field_varint(1, dtype) + field_bytes(2, dims) + field_varint(3, shard) + field_varint(4, offset)
+            + field_varint(5, size) + crc_field)
 
 
 def _parse_entry(data):
     entry = {"dtype": 0, "shape": (), "shard": 0, "offset": 0, "size": 0, "crc": 0}
-    for number, _, value in _fields(data):
+    for number, _, value in fields(data):
         if number == 1:
             entry["dtype"] = value
         elif number == 2:
-            entry["shape"] = tuple(next((v for n, _, v in _fields(dim) if n == 1), 0)
-                                   for n, _, dim in _fields(value) if n == 2)
+            entry["shape"] = tuple(next((v for n, _, v in fields(dim) if n == 1), 0)
+                                   for n, _, dim in fields(value) if n == 2)
         elif number in (3, 4, 5, 6):
             entry[{3: "shard", 4: "offset", 5: "size", 6: "crc"}[number]] = value
         elif number == 7:
@@ -138,7 +86,7 @@ def _parse_entry(data):
 
 def _header(num_shards):
     """A BundleHeaderProto: num_shards, little-endian (0, omitted), version {producer: 1}."""
-    return _field_varint(1, num_shards) + _field_bytes(3, _field_varint(1, 1))
+    return field_varint(1, num_shards) + field_bytes(3, field_varint(1, 1))
 
 
 def _string_bytes(value):
@@ -147,12 +95,12 @@ def _string_bytes(value):
     length = struct.pack("<I", len(value))
     crc = crc32c(length)
     length_crc = struct.pack("<I", mask(crc))
-    return _varint(len(value)) + length_crc + value, crc32c(value, crc32c(length_crc, crc))
+    return varint(len(value)) + length_crc + value, crc32c(value, crc32c(length_crc, crc))
 
 
 def _read_string(data):
     data = bytes(data)
-    length, position = _read_varint(data, 0)
+    length, position = read_varint(data, 0)
     crc = crc32c(struct.pack("<I", length))
     stored = data[position:position + 4]
     if len(stored) < 4 or struct.unpack("<I", stored)[0] != mask(crc):
@@ -187,7 +135,7 @@ class _Block:
                 shared += 1
         elif self.count:
             self.restarts.append(len(self.out))
-        self.out += _varint(shared) + _varint(len(key) - shared) + _varint(len(value)) + key[shared:] + value
+        self.out += varint(shared) + varint(len(key) - shared) + varint(len(value)) + key[shared:] + value
         self.previous, self.count = key, self.count + 1
 
     def size_estimate(self):
@@ -222,7 +170,7 @@ def _table(entries):
     out, index, last_key = bytearray(), _Block(1), None
 
     def write_block(contents):
-        handle = _varint(len(out)) + _varint(len(contents))
+        handle = varint(len(out)) + varint(len(contents))
         out.extend(contents + b"\x00" + struct.pack("<I", masked_crc32c(contents + b"\x00")))
         return handle
 
@@ -263,9 +211,9 @@ def _block_entries(contents):
     end = len(contents) - 4 * (restarts + 1)
     position, key = 0, b""
     while position < end:
-        shared, position = _read_varint(contents, position)
-        own, position = _read_varint(contents, position)
-        length, position = _read_varint(contents, position)
+        shared, position = read_varint(contents, position)
+        own, position = read_varint(contents, position)
+        length, position = read_varint(contents, position)
         key = key[:shared] + bytes(contents[position:position + own])
         position += own
         yield key, bytes(contents[position:position + length])
@@ -277,14 +225,14 @@ def _read_table(data):
     if len(data) < _FOOTER_BYTES or struct.unpack_from("<Q", data, len(data) - 8)[0] != _TABLE_MAGIC:
         raise ValueError("not a TensorFlow checkpoint index (no table footer)")
     footer = data[len(data) - _FOOTER_BYTES:]
-    _, position = _read_varint(footer, 0)
-    _, position = _read_varint(footer, position)  # the metaindex: empty in a bundle
-    index_offset, position = _read_varint(footer, position)
-    index_size, _ = _read_varint(footer, position)
+    _, position = read_varint(footer, 0)
+    _, position = read_varint(footer, position)  # the metaindex: empty in a bundle
+    index_offset, position = read_varint(footer, position)
+    index_size, _ = read_varint(footer, position)
     entries = []
     for _, handle in _block_entries(_read_block(data, index_offset, index_size)):
-        offset, position = _read_varint(handle, 0)
-        size, _ = _read_varint(handle, position)
+        offset, position = read_varint(handle, 0)
+        size, _ = read_varint(handle, position)
         entries.extend(_block_entries(_read_block(data, offset, size)))
     return entries
 
@@ -369,7 +317,7 @@ def _read_index(prefix):
         header = {"num_shards": 1, "endianness": 0}
         if not table or table[0][0] != b"":
             raise ValueError("no header under the empty key")
-        for number, _, value in _fields(table[0][1]):
+        for number, _, value in fields(table[0][1]):
             if number in (1, 2):
                 header["num_shards" if number == 1 else "endianness"] = value
         if header["endianness"] != 0:
@@ -459,22 +407,22 @@ def weight_key(path):
 def _object_graph(paths):
     """A serialized TrackableObjectGraph as tf.train.Checkpoint(model=model_trackable(model)) writes it: the
     root (model, save_counter), the module, its weights_by_path dict, one node per weight in `paths` order."""
-    has_values = _field_bytes(5, _field_varint(1, 1))
+    has_values = field_bytes(5, field_varint(1, 1))
 
     def child(node, name):
-        return _field_bytes(1, _field_varint(1, node) + _field_bytes(2, name.encode()))
+        return field_bytes(1, field_varint(1, node) + field_bytes(2, name.encode()))
 
     def variable(full_name, key):
-        attribute = _field_bytes(1, b"VARIABLE_VALUE") + _field_bytes(2, full_name.encode()) + _field_bytes(
+        attribute = field_bytes(1, b"VARIABLE_VALUE") + field_bytes(2, full_name.encode()) + field_bytes(
             3, key.encode())
-        return _field_bytes(2, attribute) + has_values
+        return field_bytes(2, attribute) + has_values
 
     nodes = [child(1, "model") + child(2, "save_counter") + has_values,
              child(3, "weights_by_path") + has_values,
              variable("save_counter", SAVE_COUNTER_KEY),
              b"".join(child(4 + index, path) for index, path in enumerate(paths)) + has_values]
     nodes += [variable(path, weight_key(path)) for path in paths]
-    return b"".join(_field_bytes(1, node) for node in nodes)
+    return b"".join(field_bytes(1, node) for node in nodes)
 
 
 def write_model_weights(prefix, weights, save_counter=0, max_shard_bytes=None):

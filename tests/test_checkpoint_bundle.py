@@ -1,4 +1,4 @@
-"""storage/checkpoint_bundle.py (and storage/crc32c.py): TensorFlow's checkpoint files written and read with NumPy
+"""storage/checkpoint_bundle.py (and common/crc32c.py): TensorFlow's checkpoint files written and read with NumPy
 alone, checked against TensorFlow's own writer and reader (installed here; the GPU machine has none)."""
 import numpy as np
 import pytest
@@ -42,7 +42,7 @@ def object_graph(prefix):
 
 
 def test_crc32c_matches_the_standard_check_value_and_the_byte_loop_on_long_buffers():
-    from storage import crc32c
+    from common import crc32c
 
     assert crc32c.crc32c(b"123456789") == 0xE3069283  # CRC-32C's published check value
     data = np.random.default_rng(0).integers(0, 256, 1_000_003, dtype=np.uint8)  # many lanes and a tail
