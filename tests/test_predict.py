@@ -42,7 +42,7 @@ def model_dir(tmp_path_factory, shared_data, bert_vocab_file):
     """A micro pretrained model (BERT's vocabulary) fine-tuned 3 steps on SST-2, STS-B and chunking (one
     multi-task run) and 2 on SQuAD 1.1, on small slices of the shared data."""
     root = tmp_path_factory.mktemp("electra_data")
-    folder = micro_model_folder(root, bert_vocab_file, step=3)
+    folder = micro_model_folder(root, bert_vocab_file, step=3, num_layers=1)
     data = root / "finetuning_data"
     for task, glue_name in (("sst", "SST-2"), ("sts", "STS-B")):
         glue_subset(shared_data / "glue" / glue_name / "train.tsv", data / task / "train.tsv", 64)
