@@ -238,7 +238,8 @@ def write_glue(folder, task, sentences, count, seed, bad_lines=()):
 
 @pytest.fixture(scope="module")
 def data_dir(tmp_path_factory):
-    """A tiny pretrained model folder (config.json, vocab.txt, a checkpoint) and RTE and MRPC fixtures."""
+    """A tiny pretrained model folder (config.json, vocab.txt, a checkpoint; one layer, which traces fastest: what
+    the tests check holds for any depth) and RTE and MRPC fixtures."""
     import tensorflow as tf
 
     from configs.pretraining_config import PretrainingConfig
@@ -252,7 +253,8 @@ def data_dir(tmp_path_factory):
     sentences = [" ".join(s.split()[:8]) for s in text.split(". ") if len(s.split()) >= 5]
     folder = root / "models" / "tiny"
     folder.mkdir(parents=True)
-    config = PretrainingConfig.create({"model_size": "electra_tiny", "model_hparam_overrides": MICRO_MODEL,
+    config = PretrainingConfig.create({"model_size": "electra_tiny",
+                                       "model_hparam_overrides": {**MICRO_MODEL, "num_layers": 1},
                                        "model_name": "tiny", "vocab_size": len(vocab.read_text().splitlines())})
     config.save(folder / "config.json")
     shutil.copyfile(vocab, folder / "vocab.txt")
