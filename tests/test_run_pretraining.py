@@ -234,7 +234,7 @@ def test_the_config_seed_names_the_initial_weights():
     def initial_weights(seed):
         config = PretrainingConfig.create({
             "model_size": "electra_tiny", "vocab_size": 50, "max_seq_length": 16, "seed": seed,
-            "model_hparam_overrides": MICRO_MODEL})
+            "model_hparam_overrides": FAST["model_hparam_overrides"]})
         pretrainer, _ = build(config, tf.distribute.get_strategy())
         return [np.array(v) for v in pretrainer.trainable_variables]
 
