@@ -3,7 +3,7 @@ run_pretraining.py --init-checkpoint and checkpoints.export read.
 
     python -m checkpoints.import_jax --export jax_export --weights jax_runs/electra_small \
         --data-dir electra_data --model-name electra_small_jax [--model electra_small]
-    # without the export: the config from the run's record, the vocabulary given (or the run folder's)
+    # an older run's npz weights, without the export: the config from the run's record, the vocabulary given
     python -m checkpoints.import_jax --metrics OUT/electra/metrics.jsonl --vocab-file vocab.txt \
         --weights OUT/electra/weights-11144.npz --data-dir electra_data --model-name electra_gpu
 
