@@ -75,12 +75,14 @@ def synthetic_tasks(folder, scale=0.02, tasks=tuple(GLUE_SIZES), vocab_size=SYNT
     return pathlib.Path(folder)
 
 
-def write_models(work, model_size, vocab_size, models):
+def write_models(work, model_size, vocab_size, models, model_hparams=None):
     """config.json and models - 1 weights files of random encoders (seeds 1, 2, ...); returns (config,
-    the --weights of each model: files, then "none" for the control)."""
+    the --weights of each model: files, then "none" for the control). model_hparams: the size's
+    model_hparam_overrides."""
     from configs.pretraining_config import PretrainingConfig
 
-    PretrainingConfig.create({"model_size": model_size, "vocab_size": vocab_size}).save(work / "config.json")
+    PretrainingConfig.create({"model_size": model_size, "vocab_size": vocab_size,
+                              "model_hparam_overrides": model_hparams or {}}).save(work / "config.json")
     script = f"""
 import sys
 sys.modules["tensorflow"] = None
@@ -135,7 +137,7 @@ def _summary(runs, wall):
 
 
 def measure(work=None, tasks_dir=None, model_size="electra_tiny", models=3, tasks=tuple(GLUE_SIZES), scale=0.02,
-            seeds=1, hparams=None, ways=WAYS, synthetic_length=128, before_models=1):
+            seeds=1, hparams=None, ways=WAYS, synthetic_length=128, before_models=1, model_hparams=None):
     """Runs the ways in `ways` on the same tasks; "after" and "vmapped" train all `models`, "before" the
     first `before_models` of them (its processes run one after another, so its time grows with the models:
     compare wall_seconds_per_model). Returns {way: summary, "ratios": {"<newer>/<older>": {...}}, "tasks",
@@ -150,7 +152,7 @@ def measure(work=None, tasks_dir=None, model_size="electra_tiny", models=3, task
     else:
         index = json.loads((pathlib.Path(tasks_dir) / "tasks.json").read_text())
         vocab_size = index["tasks"][tasks[0]]["featurization"]["vocab_size"]
-    config, weights = write_models(work, model_size, vocab_size, models)
+    config, weights = write_models(work, model_size, vocab_size, models, model_hparams)
 
     def common(task_names):
         return (["--tasks-dir", str(tasks_dir), "--config", str(config), "--tasks", ",".join(task_names),
@@ -211,6 +213,8 @@ def main(argv=None):
     parser.add_argument("--tasks-dir", type=pathlib.Path, default=None,
                         help="exported tasks (python -m finetune.arrays); default: synthetic ones")
     parser.add_argument("--model-size", default="electra_tiny")
+    parser.add_argument("--model-hparams", type=json.loads, default=None, metavar="JSON",
+                        help='the size\'s model_hparam_overrides, e.g. \'{"num_layers": 1}\'')
     parser.add_argument("--models", type=int, default=3, help="models (the last one the random control)")
     parser.add_argument("--before-models", type=int, default=1,
                         help="how many of them the old way trains (one process per job, one after another)")
@@ -225,7 +229,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     results = measure(args.work, args.tasks_dir, args.model_size, args.models, tuple(args.tasks.split(",")),
                       args.scale, args.seeds, json.loads(args.hparams) if args.hparams else None,
-                      tuple(args.ways.split(",")), args.synthetic_length, args.before_models)
+                      tuple(args.ways.split(",")), args.synthetic_length, args.before_models, args.model_hparams)
     print(f"device {results['device']}; {args.model_size}, {args.models} models, tasks {args.tasks}, "
           f"{args.seeds} seed(s){'' if args.tasks_dir else f', synthetic at scale {args.scale}'}")
     print(table(results))

@@ -173,9 +173,11 @@ def test_the_benchmark_measures_both_ways(tmp_path, monkeypatch):
 
     monkeypatch.setenv("XLA_FLAGS", JAX_TEST_XLA_FLAGS)  # its JAX children compile faster; speed is not asserted
 
-    # "after" is the CLI the script above runs; "vmapped" the same process with --vmap-models
+    # "after" is the CLI the script above runs; "vmapped" the same process with --vmap-models; one layer compiles
+    # faster, and what is checked (the figures and their ratios) does not depend on the depth
     results = measure(tmp_path, model_size="electra_tiny", models=1, tasks=("rte",), scale=0.003,
-                      hparams={"max_train_steps": 2}, synthetic_length=32, ways=("before", "vmapped"))
+                      hparams={"max_train_steps": 2}, synthetic_length=32, ways=("before", "vmapped"),
+                      model_hparams={"num_layers": 1})
     for way in ("before", "vmapped"):
         figures = results[way]
         assert figures["updates"] == 2 and figures["processes"] == 1 and figures["models"] == 1
