@@ -65,6 +65,15 @@ PIECES_SCRIPT = textwrap.dedent('''
     results["prng"] = jax.config.jax_default_prng_impl
     _, _, loss = optioned.train_steps(optioned.state, optioned.stats_sum)
     results["optioned_loss"] = float(loss)
+
+    # --out is a model folder: a second run on it while the first writes stops at once (exit 2, one line).
+    from storage import folder_lock
+    with folder_lock.acquire(f"{root}/whole", "pretraining"), contextlib.redirect_stderr(io.StringIO()) as said:
+        try:
+            pretrain.main(["--export", study, "--model", "electra", "--out", f"{root}/whole"])
+            results["second_writer"] = None
+        except SystemExit as stop:
+            results["second_writer"] = [stop.code, said.getvalue()]
     print("RESULTS" + json.dumps(results))
 ''')
 
@@ -94,6 +103,12 @@ def test_the_gpu_speed_options_reach_the_model_and_the_random_bits(pieces_run):
     results = pieces_run[3]
     assert results["bf16_attention"] and all(results["bf16_attention"])  # every layer of both encoders
     assert results["prng"] == "rbg" and np.isfinite(results["optioned_loss"])
+
+
+def test_a_second_run_on_the_same_out_folder_stops_at_once(pieces_run):
+    _, _, root, results = pieces_run
+    code, said = results["second_writer"]
+    assert code == 2 and f"{root / 'whole'}: another run is pretraining here (pid " in said
 
 
 def test_a_run_in_pieces_equals_a_run_that_never_stopped(pieces_run):

@@ -31,6 +31,8 @@ checkpoints.export --model-dir and checkpoints.import_jax read as it is:
                       {"split": "run", ...}: the config, device, steps, wall-clock and throughput, which
                       marks the run complete (pretrain_loop.metrics_file: run_pretraining.py writes the same)
   logs/train, logs/eval  the same values as TensorBoard scalars (pretrain_loop.event_file, no TensorFlow)
+A run holds the folder's lock (storage.folder_lock) while it writes: a second run on the same --out stops at
+once with one line naming the first (exit 2).
 
 The cadence of logging, evaluating, saving, pausing and stopping before the time limit is
 pretrain_loop.base.PretrainingLoop's, which run_pretraining.py's loop shares; this module supplies the
@@ -575,7 +577,10 @@ def main(argv=None):
     use_compile_cache(args.export / COMPILE_CACHE)
     if args.measure:
         return write_throughput(Run(args), args.measure)
-    return Run(args).run(started)
+    from storage import folder_lock
+
+    with folder_lock.acquire(args.out, "pretraining"):  # --out is a model folder: one writer at a time
+        return Run(args).run(started)
 
 
 def write_throughput(run, steps):
