@@ -4,8 +4,9 @@ pretrainer. Backend-neutral: a device scores with them, checkpoints.import_jax c
 directory, and TensorFlow's readers take the folder as it is.
 
 The older format, in one place below: .npz files of {Keras variable path: array}, whole (weights-<step>.npz,
-what runs wrote before their output was a model folder) or in shards of at most 16 MiB (what a GPU run and
-the studies' collects still bring back, weights-<step>.part<k>of<n>.npz). Every reader here takes both.
+what runs wrote before their output was a model folder) or in shards of at most 16 MiB (what GPU runs
+brought back before training_jax.run's archive, and the RTD-vs-MLM study's collect still does,
+weights-<step>.part<k>of<n>.npz). Every reader here takes both.
 """
 import pathlib
 import re
