@@ -20,7 +20,6 @@ PIECES_SCRIPT = textwrap.dedent('''
     import contextlib, io, json, sys
     sys.modules["tensorflow"] = None  # as on the accelerator machines: any use of TensorFlow fails
     import jax
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)  # the tiny model compiles in < 1 s
     from training_jax import pretrain
 
     study, root = sys.argv[1], sys.argv[2]
@@ -28,6 +27,7 @@ PIECES_SCRIPT = textwrap.dedent('''
     from training_jax.compiles import CompileCount
 
     train_compiles = []  # per piece: programs of the update compiled (a persistent-cache read counts)
+    all_compiles = []  # per piece: every program, the weight initializers' included
 
     def piece(name, *flags):
         printed = io.StringIO()
@@ -35,10 +35,14 @@ PIECES_SCRIPT = textwrap.dedent('''
             outcome = pretrain.main(["--export", study, "--model", "electra", "--out", f"{root}/{name}",
                                      "--state-dir", f"{root}/{name}_state", *flags])
         train_compiles.append(count.names.count("jit(train)"))
+        all_compiles.append(count.compiles)
         return outcome, printed.getvalue()
 
     whole = piece("whole", "--steps-per-dispatch", "4")  # blocks of 4 where no log window, eval or save is nearer
     results = {"whole": whole[0], "whole_blocks": "4 update(s) per dispatch" in whole[1]}
+    import pathlib  # the export's cache holds every program, the quick ones too (use_compile_cache's threshold 0)
+    results["cached_programs"] = sum(1 for p in (pathlib.Path(study) / "jax_cache").rglob("*") if p.is_file())
+    results["first_piece_compiles"] = all_compiles[0]
     results["measured"] = pretrain.measure(study, "config_electra.json", "electra", 3)  # the step compiled above
     results["pieces"] = [piece("pieces", "--pause-at-step", "5"),
                          piece("pieces", "--time-limit-minutes", "0.0001"),  # stops after its first step
@@ -118,6 +122,8 @@ def test_a_run_in_pieces_equals_a_run_that_never_stopped(pieces_run):
     # the whole run: the block of 4 and the single step (checkpoints at 6 and 12 are no block ends); each piece,
     # resumed or not, its one program; the finished run's rerun ("done already") none
     assert results["train_compiles"] == [2, 1, 1, 1, 0, 1], results["train_compiles"]
+    # every program the first piece compiled went into the export's cache, not only those over JAX's 1 s default
+    assert results["first_piece_compiles"] > 10 and results["cached_programs"] >= results["first_piece_compiles"]
     rate, first_step_seconds = results["measured"]  # what --device-size measures
     assert rate > 0 and first_step_seconds > 0
     (first, first_log), (second, second_log), (third, third_log), (again, again_log) = results["pieces"]

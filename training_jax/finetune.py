@@ -393,17 +393,16 @@ def main(argv=None):
     from data.progress import format_duration
     from finetune import arrays
     from finetune.trials import TrialRunner, results_table
-    from training_jax.compiles import CompileCount
+    from training_jax.compiles import CompileCount, use_compile_cache
 
     started = time.monotonic()
     compiles = CompileCount()
     if keras.backend.backend() != "jax":
         raise InputError(f"KERAS_BACKEND is {keras.backend.backend()}; run with KERAS_BACKEND=jax")
     models = model_runs(args)
-    if not jax.config.jax_compilation_cache_dir:
-        # A later process (a rerun, or another run of the same shapes) reads the programs back instead
-        # of compiling them; within this process the shared programs (JaxTrainer) compile each once.
-        jax.config.update("jax_compilation_cache_dir", str(models[0].out / COMPILATION_CACHE))
+    # A later process (a rerun, or another run of the same shapes) reads the programs back instead of
+    # compiling them; within this process the shared programs (JaxTrainer) compile each once.
+    use_compile_cache(models[0].out / COMPILATION_CACHE)
     if not args.config.is_file():
         raise InputError(f"{args.config}: no such file; pass the config.json of the pretraining run")
     pretraining = PretrainingConfig.load(args.config)

@@ -574,6 +574,8 @@ def main(argv=None):
 
     if keras.backend.backend() != "jax":
         sys.exit(f"run with KERAS_BACKEND=jax (got {keras.backend.backend()})")
+    from training_jax.compiles import use_compile_cache
+
     use_compile_cache(args.export / COMPILE_CACHE)
     if args.measure:
         return write_throughput(Run(args), args.measure)
@@ -602,16 +604,6 @@ def without_tensorflow():
     (keras.utils.set_random_seed), which costs seconds and memory per process, and the JAX path must run
     as it runs on machines without it. A process that has imported TensorFlow already keeps it."""
     sys.modules.setdefault("tensorflow", None)
-
-
-def use_compile_cache(folder):
-    """JAX's persistent compilation cache in `folder` (unless JAX_COMPILATION_CACHE_DIR names another): the
-    pieces of a run after the first load the compiled step instead of compiling it again (the same
-    program, so the same results)."""
-    import jax
-
-    if not jax.config.jax_compilation_cache_dir:
-        jax.config.update("jax_compilation_cache_dir", str(folder))
 
 
 if __name__ == "__main__":

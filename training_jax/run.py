@@ -473,6 +473,9 @@ def main(argv=None):
     for folder in ("state", "pretraining", "finetuning", "export", "init_from", "back"):  # nothing from an earlier run
         shutil.rmtree(work / folder, ignore_errors=True)
     export_dir = prepare_work(args.export, work, plan, bool(args.init_from), args.also_mlm)
+    # One compilation cache for every child (training_jax.compiles.use_compile_cache): the fine-tuning jobs
+    # read the programs the pretraining compiled (the weight initializers' at least), and a later run here too.
+    os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", str(work / "jax_cache"))
     # Stopped only if it overruns its own hard limit (training_jax.fit.RESERVE_SECONDS after its minutes).
     init_from = [extract_member(path, work / "init_from") if archived_member(path) else path
                  for path in args.init_from or []]
