@@ -10,11 +10,11 @@ times are the mean of --repeats calls after one warm-up call. Prints the CPU and
 weight gradient's and input gradient's time over the forward's.
 """
 import argparse
-import json
 import os
-import subprocess
 import sys
 import time
+
+from bench.worker_process import print_result, run_worker
 
 PRODUCTS = ("forward x @ w", "input gradient dy @ w^T", "weight gradient x^T @ dy")
 
@@ -47,12 +47,7 @@ def spawn(onednn, args):
     command = [sys.executable, "-m", "bench.dense_grad_cpu", "--worker", "--rows", str(args.rows), "--in-size",
                str(args.in_size), "--out-size", str(args.out_size), "--threads", str(args.threads), "--repeats",
                str(args.repeats)]
-    completed = subprocess.run(command, env=env, capture_output=True, text=True,
-                               cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    lines = [line for line in completed.stdout.splitlines() if line.startswith("RESULT ")]
-    if completed.returncode or not lines:
-        sys.exit(f"the worker failed (rc {completed.returncode}):\n{completed.stderr[-2000:]}")
-    return json.loads(lines[-1][len("RESULT "):])
+    return run_worker(command, env, f"oneDNN {'on' if onednn else 'off'}")
 
 
 def main(argv=None):
@@ -66,7 +61,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.worker:
         times = time_products(args.rows, args.in_size, args.out_size, args.repeats, args.threads)
-        print("RESULT " + json.dumps(times), flush=True)
+        print_result(times)
         return times
     from training.cpu_features import read_cpu_features
 

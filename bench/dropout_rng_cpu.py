@@ -10,9 +10,10 @@ variant changes the random stream and rounds the keep probability to float16's g
 ever be a named option; this measures whether it would be worth one.
 """
 import argparse
-import json
 import os
 import time
+
+from bench.worker_process import print_result
 
 VARIANTS = ("keras", "float32", "float16")
 
@@ -47,7 +48,7 @@ def worker(args):
         start = time.perf_counter()
         float(step(batch)[0])
         times.append(time.perf_counter() - start)
-    print("RESULT " + json.dumps({"s_per_step": sum(times) / len(times)}), flush=True)
+    print_result({"s_per_step": sum(times) / len(times)})
 
 
 def main(argv=None):

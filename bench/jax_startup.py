@@ -13,10 +13,11 @@ import json
 import os
 import pathlib
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
+
+from bench.worker_process import print_result, run_worker
 
 SETTINGS = ("no cache", "empty cache", "warm cache")
 
@@ -49,12 +50,7 @@ def spawn(args, cache):
                args.hparams] + (["--cache", str(cache)] if cache else [])
     env = dict(os.environ, KERAS_BACKEND="jax")
     env.pop("JAX_COMPILATION_CACHE_DIR", None)
-    completed = subprocess.run(command, env=env, capture_output=True, text=True,
-                               cwd=pathlib.Path(__file__).resolve().parents[1])
-    lines = [line for line in completed.stdout.splitlines() if line.startswith("RESULT ")]
-    if completed.returncode or not lines:
-        sys.exit(f"the worker failed (rc {completed.returncode}):\n{completed.stderr[-2000:]}")
-    return json.loads(lines[-1][len("RESULT "):])
+    return run_worker(command, env, "cached" if cache else "no cache")
 
 
 def main(argv=None):
@@ -67,7 +63,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.worker:
         result = build(args.model_size, json.loads(args.hparams), args.cache)
-        print("RESULT " + json.dumps(result), flush=True)
+        print_result(result)
         return result
     work = pathlib.Path(args.work or tempfile.mkdtemp(prefix="jax_startup_"))
     cache = work / "jax_cache"

@@ -50,6 +50,8 @@ import subprocess
 import sys
 import time
 
+from bench.worker_process import print_result, run_worker
+
 REPO = pathlib.Path(__file__).resolve().parents[1]
 MODEL_NAME = "electra_small_random"
 WARMUP_ROWS = 64
@@ -318,11 +320,7 @@ def spawn(name, args, **extra):
     command = [sys.executable, "-m", "bench.predict_vs_hf", "--worker", name, "--worker-args", json.dumps(values)]
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", KERAS_BACKEND="tensorflow", OMP_NUM_THREADS=str(args.threads),
                PYTHONPATH=str(REPO))
-    completed = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True)
-    lines = [line for line in completed.stdout.splitlines() if line.startswith("RESULT ")]
-    if completed.returncode or not lines:
-        sys.exit(f"[{name} {extra}] failed (rc {completed.returncode}):\n{completed.stderr[-3000:]}")
-    return json.loads(lines[-1][len("RESULT "):])
+    return run_worker(command, env, f"{name} {extra}")
 
 
 # ------------------------------------------------------------------------------------------------ the run
@@ -352,7 +350,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.worker:
         values = argparse.Namespace(**json.loads(args.worker_args))
-        print("RESULT " + json.dumps(WORKERS[args.worker](values)), flush=True)
+        print_result(WORKERS[args.worker](values))
         return None
 
     from bench.build_speed import shared_data

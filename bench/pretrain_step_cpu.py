@@ -30,13 +30,11 @@ import argparse
 import contextlib
 import json
 import os
-import pathlib
 import shlex
-import subprocess
 import sys
 import time
 
-REPO = pathlib.Path(__file__).resolve().parents[1]
+from bench.worker_process import print_result, run_worker
 
 
 VARIANTS = ("tf-fp32-xla", "tf-fp32", "tf-fp32-fuse", "tf-bf16-xla", "tf-bf16", "tf-bf16-fuse", "hf-fp32",
@@ -293,21 +291,16 @@ def run_worker(args):
         result = worker_hf(args)
     else:
         raise SystemExit(f"unknown worker {name}")
-    print("RESULT " + json.dumps(result), flush=True)
+    print_result(result)
 
 
 # ---------------------------------------------------------------------------------------- parent
 def spawn_worker(module, name, worker_args, threads):
     """Runs `python -m <module> --worker <name> <worker_args>` in a fresh process (its own thread pools) and
-    returns the JSON of its last "RESULT " line, or None after printing why it failed."""
+    returns its measurement (bench.worker_process), or None after printing why it failed."""
     command = [sys.executable, "-m", module, "--worker", name, *map(str, worker_args)]
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", KERAS_BACKEND="tensorflow", OMP_NUM_THREADS=str(threads))
-    completed = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True)
-    lines = [line for line in completed.stdout.splitlines() if line.startswith("RESULT ")]
-    if completed.returncode or not lines:
-        print(f"[{name}] FAILED (rc {completed.returncode}):\n{completed.stderr[-3000:]}", flush=True)
-        return None
-    return json.loads(lines[-1][len("RESULT "):])
+    return run_worker(command, env, name, exit_on_failure=False)
 
 
 def spawn(name, args):
