@@ -37,6 +37,9 @@ def finetuned_folder(folder, vocab_file, kind, seed=2, task=None, embedding_size
     from finetune.registry import get_task
     from finetune.saved import save_finetuned_model
 
+    import keras
+
+    keras.utils.set_random_seed(seed)  # the initial weights too: the same model every run
     task = get_task(task or TASKS[kind])
     vocab_size = load_tokenizer(vocab_file=vocab_file).vocab_size
     model_config = ModelConfig(vocab_size=vocab_size, hidden_size=32, num_layers=2, num_heads=2,
