@@ -6,6 +6,7 @@ process), and "/jax/core/compile/jaxpr_trace_duration" once per function it trac
 its program in jit's in-memory cache records neither. Eager operations are small programs too: they
 count as well, so a count of zero over some work means that work compiled nothing at all.
 """
+import os
 import threading
 
 import jax
@@ -78,8 +79,6 @@ def use_compile_cache(folder):
     build on the CPU; read back from the cache, the next process of the run (a later piece, a fine-tuning job)
     builds it in 1.6 s (bench.jax_startup). The same programs, so the same results.
     """
-    import os
-
     if not jax.config.jax_compilation_cache_dir:
         jax.config.update("jax_compilation_cache_dir", str(folder))
     if "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS" not in os.environ:

@@ -433,7 +433,7 @@ def parse_args(argv=None):
                         help="the tasks python -m finetune.arrays wrote (default <export>/tasks, if there)")
     parser.add_argument("--seeds", type=int, default=5, help="the most fine-tuning seeds per task and model")
     parser.add_argument("--finetune-hparams", default="", help="FinetuningConfig overrides, JSON")
-    parser.add_argument("--init-from", type=pathlib.Path, nargs="+", default=None, metavar="NPZ",
+    parser.add_argument("--init-from", type=pathlib.Path, nargs="+", default=None, metavar="WEIGHTS",
                         help="continue from an earlier run's returned weights (OLD/models.tar/pretrained, a model "
                              "folder or checkpoint prefix, or an older run's .npz shards)")
     parser.add_argument("--work-dir", type=pathlib.Path, default=None,
