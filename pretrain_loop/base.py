@@ -80,7 +80,8 @@ class PretrainingLoop:
 
     def run_record(self):
         """The backend's part of the run record: model, backend, config, device, versions, checkpoint_steps,
-        weights_dtype, train_examples, eval_examples."""
+        weights_dtype, step_settings (what the step ran with: its precision, its backend's speed options),
+        train_examples, eval_examples."""
         raise NotImplementedError
 
     def watch_collapse(self, config):

@@ -61,12 +61,18 @@ PIECES_SCRIPT = textwrap.dedent('''
     results["guarded_block"] = guarded.block_steps
     results["train_compiles"] = train_compiles
 
-    # The GPU-speed options as the command line gives them: set on every attention layer, the bits from rbg.
+    # The GPU's settings as the command line gives them on this CPU: bfloat16 compute, bf16 attention on every
+    # attention layer, the flat update, the bits from rbg; the run record names them.
     optioned = pretrain.Run(pretrain.parse_args(["--export", study, "--model", "electra", "--out", f"{root}/optioned",
-                                                 "--bf16-attention", "--prng", "rbg"]))
+                                                 "--precision", "mixed_bfloat16", "--bf16-attention", "--prng", "rbg",
+                                                 "--flat-update"]))
     layers = [layer.attention_self for encoder in optioned.model.encoders() for layer in encoder.transformer_layers]
     results["bf16_attention"] = [layer.compute_dtype_softmax for layer in layers]
     results["prng"] = jax.config.jax_default_prng_impl
+    results["optioned_compute_dtype"] = layers[0].compute_dtype
+    results["optioned_config_precision"] = optioned.config.mixed_precision
+    results["optioned_flat"] = optioned.optimizer.fused
+    results["optioned_record"] = optioned.run_record()["step_settings"]
     _, _, loss = optioned.train_steps(optioned.state, optioned.stats_sum)
     results["optioned_loss"] = float(loss)
 
@@ -85,7 +91,8 @@ PIECES_SCRIPT = textwrap.dedent('''
 def without_timing(records):
     from pretrain_loop.base import TIMING_KEYS  # a window's rates
 
-    drop = TIMING_KEYS + ("wall_clock_seconds", "compile_seconds")
+    # and the step's settings: the whole run dispatches blocks of 4, the pieces single steps (the same updates)
+    drop = TIMING_KEYS + ("wall_clock_seconds", "compile_seconds", "step_settings")
     return [{k: v for k, v in record.items() if k not in drop} for record in records]
 
 
@@ -107,6 +114,37 @@ def test_the_gpu_speed_options_reach_the_model_and_the_random_bits(pieces_run):
     results = pieces_run[3]
     assert results["bf16_attention"] and all(results["bf16_attention"])  # every layer of both encoders
     assert results["prng"] == "rbg" and np.isfinite(results["optioned_loss"])
+    assert results["optioned_compute_dtype"] == "bfloat16" and results["optioned_config_precision"] == "mixed_bfloat16"
+    assert results["optioned_flat"] is True
+    recorded = results["optioned_record"]
+    assert recorded["precision"] == "mixed_bfloat16" and recorded["platform"] == "cpu"
+    assert sorted(recorded["chosen"]) == ["bf16_attention", "flat_update", "precision", "prng"]
+
+
+def test_the_dry_run_prints_the_gpu_settings_without_building_anything(pieces_run, tmp_path, capsys):
+    """On a GPU the step computes in bfloat16 with every proven option on; on this CPU the original's float32."""
+    from training_jax import pretrain, run
+
+    export = pieces_run[0]
+    common = ["--export", str(export), "--model", "electra", "--out", str(tmp_path / "never"), "--dry-run"]
+    gpu = pretrain.main(common + ["--platform", "gpu"])
+    assert (gpu.precision, gpu.prng, gpu.flat_update, gpu.bf16_attention) == ("mixed_bfloat16", "rbg", True, True)
+    assert (gpu.scan_layers, gpu.fused_attention, gpu.steps_per_dispatch) == (False, False, 0)  # not yet measured
+    cpu = pretrain.main(common + ["--platform", "cpu"])
+    assert (cpu.precision, cpu.prng, cpu.flat_update, cpu.bf16_attention) == ("float32", "threefry2x32", False, False)
+    assert pretrain.main(common + ["--platform", "gpu", "--precision", "float32"]).bf16_attention is False
+    printed = capsys.readouterr().out
+    assert "platform gpu: precision mixed_bfloat16 (default); prng rbg (default); flat update on (default); " \
+           "bf16 attention on (default)" in printed
+    assert "platform gpu: precision float32; " in printed
+    assert not (tmp_path / "never").exists()
+
+    run.main(["--export", str(export), "--out", str(tmp_path / "OUT"), "--dry-run", "--platform", "gpu",
+              "--pretrain-flags=--no-flat-update"])
+    printed = capsys.readouterr().out
+    assert "pretraining electra: platform gpu: precision mixed_bfloat16 (default); prng rbg (default); flat update " \
+           "off; " in printed
+    assert not (tmp_path / "OUT").exists() and not (tmp_path / "run_work").exists()
 
 
 def test_a_second_run_on_the_same_out_folder_stops_at_once(pieces_run):

@@ -180,15 +180,15 @@ def test_only_layers_with_the_same_variables_are_scanned():
 
 def test_training_jax_pretrain_scans_only_when_told(tmp_path):
     from configs.pretraining_config import PretrainingConfig
-    from training_jax import pretrain
+    from training_jax import pretrain, speed_settings
 
     required = ["--export", "s", "--model", "electra", "--out", "o"]
     assert pretrain.parse_args(required).scan_layers is None
     assert pretrain.parse_args(required + ["--no-scan-layers"]).scan_layers is False
-    assert not pretrain.default_scan_layers("cpu") and not pretrain.default_scan_layers("gpu")
+    assert not any(speed_settings.resolve(platform).scan_layers for platform in ("cpu", "gpu", "tpu"))
     config_path = tmp_path / "config.json"
     PretrainingConfig.create({"model_size": "electra_small", "model_hparam_overrides": MICRO_MODEL,
                               "vocab_size": 120}).save(config_path)
     for scan in (False, True):
-        model = pretrain.build(config_path, scan_layers=scan)[1]
+        model = pretrain.build(config_path, speed_settings.resolve("cpu", scan_layers=scan))[1]
         assert [encoder.scan_layers for encoder in model.encoders()] == [scan, scan]  # discriminator, generator

@@ -132,7 +132,7 @@ class Run(PretrainingLoop):
             self.metrics_file.start_over()
         total = config.num_train_steps
         params = sum(int(np.prod(v.shape)) for v in pretrainer.trainable_variables)
-        xla = 'on' if jit else 'elementwise only' if config.xla_fuse_elementwise else 'off'
+        xla = self.xla = 'on' if jit else 'elementwise only' if config.xla_fuse_elementwise else 'off'
         say(f"Pretraining {config.model_name} ({config.model_size}, {params:,} parameters) on "
             f"{strategy_lib.describe(strategy)}: global batch {config.train_batch_size} × "
             f"{config.max_seq_length} tokens, {total} steps, {config.mixed_precision}, XLA {xla}, "
@@ -197,6 +197,8 @@ class Run(PretrainingLoop):
                 "checkpoint_steps": [model_folder.checkpoint_step(path)
                                      for path in model_folder.saved_checkpoints(self.model_dir)],
                 "weights_dtype": "float32",
+                "step_settings": {"platform": strategy_lib.device_kind(), "precision": self.config.mixed_precision,
+                                  "xla": getattr(self, "xla", None)},
                 "train_examples": sum(examples.get(pathlib.Path(f).name, 0) for f in self.train_files),
                 "eval_examples": self.eval_examples}
 

@@ -34,6 +34,12 @@ checkpoints.export --model-dir and checkpoints.import_jax read as it is:
 A run holds the folder's lock (storage.folder_lock) while it writes: a second run on the same --out stops at
 once with one line naming the first (exit 2).
 
+The step's precision and speed options (training_jax.speed_settings) depend on the device: on a GPU or TPU
+mixed_bfloat16 and every option proven to give the same update or the same distributions (rbg bits, the flat
+AdamW update, bfloat16 attention, blocks of updates per dispatch); on a CPU the original's float32 and none.
+The flags override either; the log's first lines and the run record name what was resolved, and --dry-run
+prints it for a named --platform without building anything.
+
 The cadence of logging, evaluating, saving, pausing and stopping before the time limit is
 pretrain_loop.base.PretrainingLoop's, which run_pretraining.py's loop shares; this module supplies the
 updates (blocks of K under one jit that stop at each event's exact step), the state and the weights.
@@ -52,7 +58,7 @@ from training_jax import fit
 from training_jax import state as state_lib
 from training_jax.arrays import load_packed, unpack_examples
 from training_jax.export_file import VOCAB_FILE, model_entry, read_export_file
-from training_jax.rng import DEFAULT_PRNG, PRNG_IMPLS
+from training_jax import speed_settings
 from training_jax.weights import save_checkpoint
 
 TRAIN_ARRAYS = "train.npz"
@@ -60,30 +66,25 @@ EVAL_ARRAYS = "eval.npz"
 COMPILE_CACHE = "jax_cache"  # in the export folder: compiled programs shared by the pieces of its runs
 
 
-def build(config_path, fused_update=False, scan_layers=False, bf16_attention=False):
-    """(config, pretrainer, optimizer); `fused_update`: AdamW updates flat vectors (model.optimizers), the
-    same update in a few kernels instead of hundreds, at a longer compile (bench/gpu_speed.py measures
-    both; off until a GPU shows it pays). `scan_layers`: each encoder's layers run as one scan over their
-    stacked weights (training_jax.step.use_layer_scan). `bf16_attention`: the attention's scores, softmax and
-    dropout in the compute dtype (training_jax.step.use_compute_dtype_softmax)."""
+def build(config_path, settings=None):
+    """(config, pretrainer, optimizer) computing in the settings' precision, the step's options set
+    (training_jax.speed_settings; None: the CPU's defaults, the config's precision)."""
     from configs.pretraining_config import PretrainingConfig
     from pretrain.builder import build_for_training
-    from training_jax.step import use_compute_dtype_softmax, use_layer_scan
+    from training_jax import speed_settings
 
     config = PretrainingConfig.load(config_path)
+    settings = settings or speed_settings.resolve("cpu", config.mixed_precision)
+    config = speed_settings.with_precision(config, settings)
     model, optimizer = build_for_training(config)
-    if hasattr(optimizer, "fused"):
-        optimizer.fused = fused_update
-    use_layer_scan(model, scan_layers)
-    use_compute_dtype_softmax(model, bf16_attention)
+    speed_settings.apply_to_step(settings, model, optimizer)
     return config, model, optimizer
 
 
-def default_scan_layers(platform):
-    """--scan-layers unless given: off everywhere for now. It computes the same update within float32 rounding
-    (tests/test_scan_layers.py), but on the CPU it neither shortened the compile nor kept the step's speed
-    (docs/benchmarks.md); a GPU run of bench.gpu_speed ("new" beside "new + scan_layers") decides."""
-    return False
+def step_settings(args, platform, config_path):
+    """The step's settings for `platform` from the flags and the config's own precision (the CPU's default)."""
+    configured = json.loads(pathlib.Path(config_path).read_text()).get("mixed_precision", "float32")
+    return speed_settings.resolve_from_args(args, platform, configured)
 
 
 def add_stats(a, b):
@@ -197,14 +198,9 @@ class Run(PretrainingLoop):
         self.log_every = plan["log_every"]
         self.eval_every = entry["eval_every"] if self.sized else plan["eval_every"][args.model]
         self.device = jax.devices()[0]
-        self.scan_layers = default_scan_layers(self.device.platform) if args.scan_layers is None else args.scan_layers
-        self.config, self.model, self.optimizer = build(args.export / (config_file or entry["config_file"]),
-                                                        fused_update=args.flat_update, scan_layers=self.scan_layers,
-                                                        bf16_attention=args.bf16_attention)
-        if args.prng != DEFAULT_PRNG:  # after the build (the initial weights are the default's), before any trace
-            from training_jax.rng import use_prng
-
-            use_prng(args.prng)
+        config_path = args.export / (config_file or entry["config_file"])
+        self.settings = step_settings(args, self.device.platform, config_path)
+        self.config, self.model, self.optimizer = build(config_path, self.settings)
         if args.init_from:  # before the state is taken from the model: the run starts from these weights
             self.init_from_weights(args.init_from)
         self.state_dir = args.state_dir or args.export / f"state_{args.model}"
@@ -212,6 +208,7 @@ class Run(PretrainingLoop):
         self.log(f"device {self.device.platform} {self.device.device_kind}; jax {jax.__version__}, keras "
                  f"{keras.__version__}; {config.num_train_steps} steps of batch {config.train_batch_size}, "
                  f"checkpoints {self.checkpoint_steps}")
+        self.log(f"step: {self.settings.describe()}")
 
         train_examples = unpack_examples(load_packed(args.export / TRAIN_ARRAYS))
         self.example_tokens = np.asarray(train_examples["input_mask"]).sum(axis=1)  # for tokens/s, on the host
@@ -224,7 +221,8 @@ class Run(PretrainingLoop):
                              ][:config.num_eval_steps]
         self.log(f"{self.num_train} training examples, {len(self.eval_batches)} held-out batches of {size}")
         self.train_fn, self.evaluate_fn, zero_stats = make_functions(self.model, self.optimizer)
-        self.block_steps = args.steps_per_dispatch or default_block_steps(self.device.platform, self.log_every)
+        self.block_steps = self.settings.steps_per_dispatch or default_block_steps(self.device.platform,
+                                                                                   self.log_every)
         # Everything committed to the device up front: the jitted functions' outputs are, and inputs placed
         # otherwise would make the second call compile again (seen: the compile time twice over).
         self.state = jax.device_put(([v.value for v in self.model.trainable_variables],
@@ -344,9 +342,7 @@ class Run(PretrainingLoop):
 
     def after_first_updates(self, seconds):
         self.log(f"first step (compile + run) {seconds:.1f} s")
-        self.log(f"{self.block_steps} update(s) per dispatch; layers {'scanned' if self.scan_layers else 'unrolled'}; "
-                 f"attention {'bfloat16' if self.args.bf16_attention else 'float32'} softmax; "
-                 f"random bits {self.args.prng}")
+        self.log(f"{self.block_steps} update(s) per dispatch; {self.settings.describe()}")
 
     def window_metrics(self):
         import jax
@@ -390,7 +386,7 @@ class Run(PretrainingLoop):
                 "device": f"{self.device.platform} {self.device.device_kind}",
                 "versions": {"jax": jax.__version__, "keras": keras.__version__},
                 "checkpoint_steps": self.checkpoint_steps, "weights_dtype": self.args.weights_dtype,
-                "train_examples": self.num_train, "eval_examples": len(self.eval_batches) * self.config.eval_batch_size}
+                "step_settings": self.settings.to_dict(), "train_examples": self.num_train, "eval_examples": len(self.eval_batches) * self.config.eval_batch_size}
 
     def run(self, started=None):
         """Trains until the last step, --pause-at-step, or the time limit counted from `started` (a
@@ -536,24 +532,12 @@ def parse_args(argv=None):
                         help="start from an earlier run's weights: its model folder (--out) or a checkpoint prefix "
                              "(…/ckpt-N), or the older .npz files (weights-<step>.npz or all its shards), with fresh "
                              "optimizer moments; a saved state of this run still wins")
-    parser.add_argument("--flat-update", action="store_true",
-                        help="AdamW on flat vectors with one global norm (AdamWeightDecay(fused=True)): the same "
-                             "update in a few kernels instead of several per variable, but a longer compile")
-    parser.add_argument("--scan-layers", action=argparse.BooleanOptionalAction, default=None,
-                        help="run each encoder's transformer layers as one scan over their stacked weights: a compile "
-                             "that does not grow with depth, the same update within float32 rounding (default: on "
-                             "an accelerator, off on the CPU)")
-    parser.add_argument("--bf16-attention", action="store_true",
-                        help="keep the attention's scores, softmax and dropout in the compute dtype under "
-                             "mixed_bfloat16 (no float32 [batch, heads, seq, seq]; dropout keep probability rounded "
-                             "to 1/1024, 0.0996 for 0.1): equal within bfloat16 rounding, off by default")
-    parser.add_argument("--prng", default=DEFAULT_PRNG, choices=PRNG_IMPLS,
-                        help="the random bits of dropout, masking and sampling: threefry2x32 (JAX's default) or "
-                             "XLA's RngBitGenerator (rbg, unsafe_rbg: one kernel on an accelerator; the same "
-                             "distributions, other draws)")
-    parser.add_argument("--steps-per-dispatch", type=int, default=0, metavar="K",
-                        help="updates run by one dispatch of the compiled step (lax.scan; the same updates bit for "
-                             "bit); 0: 1 on the CPU, else the largest divisor of the log window up to 32")
+    speed_settings.add_step_flags(parser)
+    parser.add_argument("--dry-run", action="store_true",
+                        help="print the step's resolved settings (precision and speed options) and stop: nothing is "
+                             "built, compiled or written")
+    parser.add_argument("--platform", default=None, choices=("cpu", "gpu", "tpu"),
+                        help="--dry-run: the platform to resolve the settings for (default: this machine's)")
     parser.add_argument("--measure", type=int, default=0, metavar="STEPS",
                         help="train nothing: time this many updates of the model's config on its initial state and "
                              "write <out>/throughput.json")
@@ -568,6 +552,8 @@ def parse_args(argv=None):
 def main(argv=None):
     started = time.monotonic()
     args = parse_args(argv)
+    if args.dry_run:  # before Keras: it reads the export and resolves, nothing more
+        return dry_run(args)
     os.environ.setdefault("KERAS_BACKEND", "jax")  # here, not at import: a TensorFlow process imports this module
     without_tensorflow()
     import keras
@@ -585,6 +571,24 @@ def main(argv=None):
         return Run(args).run(started)
 
 
+def dry_run(args):
+    """--dry-run: the settings this command would train with on --platform (default: this machine's), printed as
+    one line and returned; nothing built or compiled."""
+    plan = read_export_file(args.export, "pass the folder python -m training_jax.export wrote")
+    model_entry(plan, args.export, args.model)
+    entry = fit.model_entry(args.export, plan, args.model)
+    platform = args.platform or default_platform()
+    settings = step_settings(args, platform, args.export / entry["config_file"])
+    print(f"pretraining {args.model}: {settings.describe()}", flush=True)
+    return settings
+
+
+def default_platform():
+    import jax
+
+    return jax.devices()[0].platform
+
+
 def write_throughput(run, steps):
     """--measure: the update's steps/s alone on the device at the model's config, into <out>/throughput.json."""
     rate, compile_seconds = run.measure(steps)
@@ -592,7 +596,7 @@ def write_throughput(run, steps):
     record = {"model": run.args.model, "model_size": config.model_size, "train_batch_size": config.train_batch_size,
               "max_seq_length": config.max_seq_length, "mixed_precision": config.mixed_precision,
               "steps_per_second": round(rate, 3), "compile_seconds": round(compile_seconds, 1), "timed_steps": steps,
-              "device": f"{run.device.platform} {run.device.device_kind}"}
+              "device": f"{run.device.platform} {run.device.device_kind}", "step_settings": run.settings.to_dict()}
     run.args.out.mkdir(parents=True, exist_ok=True)
     (run.args.out / "throughput.json").write_text(json.dumps(record))
     run.log(f"throughput: {rate:.2f} steps/s of batch {config.train_batch_size} alone on the device")

@@ -42,6 +42,7 @@ import time
 
 from common.errors import InputError, exit_on_input_error
 from pretrain_loop.metrics_file import METRICS_FILE
+from training_jax import speed_settings
 from training_jax.export_file import VOCAB_FILE, read_export_file, write_export_file
 from training_jax.returned import ARCHIVE, archived_member, extract_member, write_archive
 
@@ -184,21 +185,38 @@ def newest_weights(folder):
     return (steps[-1], pathlib.Path(checkpoint_prefix(folder, steps[-1]))) if steps else (0, None)
 
 
-# training_jax.pretrain's options of the step's speed that --pretrain-flags may pass: the same update within rounding,
-# or the same distributions (--bf16-attention: dropout's rate rounded to 1/1024); tests/test_attention_dtype.py,
-# test_jax_rng.py, test_scan_layers.py, test_jax_pretraining.py
-SPEED_FLAGS = ("--steps-per-dispatch", "--scan-layers", "--no-scan-layers", "--flat-update", "--bf16-attention",
-               "--prng")
-
-
 def speed_flags(text):
-    """--pretrain-flags as arguments; InputError naming a flag that is not one of the step's speed options."""
+    """--pretrain-flags as arguments; InputError naming a flag that is not one of the step's settings
+    (training_jax.speed_settings.add_step_flags: the precision and the speed options)."""
     flags = shlex.split(text)
-    unknown = [flag for flag in flags if flag.startswith("--") and flag.split("=")[0] not in SPEED_FLAGS]
+    parser = argparse.ArgumentParser(add_help=False)
+    speed_settings.add_step_flags(parser)
+    known = {option.split("=")[0] for action in parser._actions for option in action.option_strings}
+    unknown = [flag for flag in flags if flag.startswith("--") and flag.split("=")[0] not in known]
     if unknown:
-        raise InputError(f"--pretrain-flags: {' '.join(unknown)} is not one of {', '.join(SPEED_FLAGS)} (the rest of "
-                         "the run's settings come from the export)")
+        raise InputError(f"--pretrain-flags: {' '.join(unknown)} is not one of {', '.join(sorted(known))} (the rest "
+                         "of the run's settings come from the export)")
+    try:
+        parser.parse_args(flags)
+    except SystemExit:
+        raise InputError(f"--pretrain-flags {text!r}: not valid (above); see python -m training_jax.pretrain --help")
     return flags
+
+
+def dry_run(args, export_dir, model, flags):
+    """--dry-run: each child's resolved settings on --platform (default: this machine's) and the run's plan,
+    printed; nothing compiled or trained."""
+    from training_jax import pretrain as pretrain_lib
+
+    platform = args.platform or pretrain_lib.default_platform()
+    for name in [model] + ([MLM] if args.also_mlm else []):
+        pretrain_lib.main(["--export", str(export_dir), "--model", name, "--out", str(args.work_dir / "dry_run"),
+                           "--dry-run", "--platform", platform, *flags])
+    if args.tasks_dir:
+        print(f"fine-tuning: precision {speed_settings.finetune_precision(platform)} (default); tasks from "
+              f"{args.tasks_dir}", flush=True)
+    log(f"dry run on {platform}: nothing compiled; the run would pretrain for about the minutes left after "
+        f"{args.finetune_minutes:g} min of fine-tuning, inside --minutes {args.minutes:g}")
 
 
 def pretrain(export_dir, models, work, minutes, init_from, deadline, measure_steps, flags=()):
@@ -440,9 +458,14 @@ def parse_args(argv=None):
                         help="scratch space: states, sizing, logs (default <out>/../run_work; never comes back)")
     parser.add_argument("--measure-steps", type=int, default=50, help="updates timed to size the pretraining")
     parser.add_argument("--pretrain-flags", default="",
-                        help="speed options for the pretraining (training_jax.pretrain's --steps-per-dispatch, "
-                             "--scan-layers, --flat-update, --bf16-attention, --prng), e.g. \"--bf16-attention --prng "
-                             "rbg\"; the same update or the same distributions, off by default")
+                        help="the pretraining step's settings (training_jax.pretrain's --precision, --flat-update, "
+                             "--scan-layers, --bf16-attention, --fused-attention, --prng, --steps-per-dispatch and "
+                             "their --no- forms), e.g. \"--precision float32\"; unset, each takes the device's "
+                             "default: mixed_bfloat16 and the proven speed options on a GPU (training_jax.speed_settings)")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="print the settings each child would run with, and stop: nothing compiled or trained")
+    parser.add_argument("--platform", default=None, choices=("cpu", "gpu", "tpu"),
+                        help="--dry-run: resolve the settings for this platform (default: this machine's)")
     parser.add_argument("--also-mlm", action="store_true",
                         help="pretrain the MLM baseline beside the model at the same FLOPs, fine-tune it too")
     args = parser.parse_args(argv)
@@ -470,6 +493,8 @@ def main(argv=None):
                          f"{finetune_seconds / 60:g} min of fine-tuning; give more minutes or fewer to fine-tuning")
     flags = speed_flags(args.pretrain_flags)
     work = args.work_dir
+    if args.dry_run:
+        return dry_run(args, args.export, model, flags)
     for folder in ("state", "pretraining", "finetuning", "export", "init_from", "back"):  # nothing from an earlier run
         shutil.rmtree(work / folder, ignore_errors=True)
     export_dir = prepare_work(args.export, work, plan, bool(args.init_from), args.also_mlm)
