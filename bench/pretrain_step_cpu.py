@@ -270,7 +270,8 @@ def worker_hf(args):
                     "(its forward has no masked-position gather)"}
 
 
-def run_worker(args):
+def run_in_worker(args):
+    """The worker side: measures the named setting in this process and prints its RESULT line."""
     name = args.worker
     if name == "peak-torch":
         result = worker_peak_torch(args)
@@ -340,7 +341,7 @@ def main(argv=None):
     parser.add_argument("--bf16-peak", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
-        return run_worker(args)
+        return run_in_worker(args)
 
     variants = [v.strip() for v in args.variants.split(",") if v.strip()]
     unknown = sorted(set(variants) - set(VARIANTS))
