@@ -79,9 +79,9 @@ class PretrainingLoop:
         """A backend's checks of a window's metrics: warnings, or a stop."""
 
     def run_record(self):
-        """The backend's part of the run record: model, backend, config, device, versions, checkpoint_steps,
-        weights_dtype, step_settings (what the step ran with: its precision, its backend's speed options),
-        train_examples, eval_examples."""
+        """The backend's part of the run record: model, backend, config, device, devices (replicas), versions,
+        checkpoint_steps, weights_dtype, step_settings (what the step ran with: its precision, its backend's
+        speed options), train_examples, eval_examples."""
         raise NotImplementedError
 
     def watch_collapse(self, config):

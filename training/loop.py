@@ -192,7 +192,7 @@ class Run(PretrainingLoop):
     def run_record(self):
         examples = {shard["file"]: shard["examples"] for shard in self.metadata.get("shards", [])}
         return {"model": self.config.model_name, "backend": "tensorflow", "config": self.config.to_dict(),
-                "device": strategy_lib.describe(self.strategy),
+                "device": strategy_lib.describe(self.strategy), "devices": self.strategy.num_replicas_in_sync,
                 "versions": {"tensorflow": tf.__version__, "keras": keras.__version__},
                 "checkpoint_steps": [model_folder.checkpoint_step(path)
                                      for path in model_folder.saved_checkpoints(self.model_dir)],

@@ -54,7 +54,7 @@ import time
 from common.errors import InputError, exit_on_input_error
 from pretrain_loop.base import DONE, PAUSED, PretrainingLoop
 from pretrain_loop.cadence import Cadence
-from training_jax import fit
+from training_jax import data_parallel, fit
 from training_jax import state as state_lib
 from training_jax.arrays import load_packed, unpack_examples
 from training_jax.export_file import VOCAB_FILE, model_entry, read_export_file
@@ -93,12 +93,14 @@ def add_stats(a, b):
     return jax.tree_util.tree_map(lambda x, y: x + y, a, b)
 
 
-def make_functions(model, optimizer):
+def make_functions(model, optimizer, replicated=None):
     """(train, evaluate, zero_stats): train (jitted) runs a block of updates, one per row of its [K, batch]
     indices, gathering each batch from the device-resident examples and adding each step's metric
     statistics to a running sum: one dispatch and one host transfer (the indices) per K steps instead of
     per step. K = 1 is the plain update; K > 1 scans it (lax.scan), which computes the same updates bit
-    for bit (tests/test_jax_pretraining.py). zero_stats(state, examples, batch_size) is the sum's start."""
+    for bit (tests/test_jax_pretraining.py). zero_stats(state, examples, batch_size) is the sum's start.
+    `replicated`: over several devices (training_jax.data_parallel), the sharding every output keeps, so that the
+    next call's inputs are laid out as the first's and nothing compiles twice."""
     import jax
     import keras
 
@@ -139,6 +141,9 @@ def make_functions(model, optimizer):
         shapes = jax.eval_shape(step_fn, state, batch)[2]  # the config's own schedule: only shapes matter
         return jax.tree_util.tree_map(lambda s: jax.numpy.zeros(s.shape, s.dtype), shapes)
 
+    if replicated is not None:
+        return (jax.jit(train, donate_argnums=(0, 1), out_shardings=replicated),
+                jax.jit(evaluate, out_shardings=replicated), zero_stats)
     return jax.jit(train, donate_argnums=(0, 1)), jax.jit(evaluate), zero_stats
 
 
@@ -198,42 +203,44 @@ class Run(PretrainingLoop):
         self.log_every = plan["log_every"]
         self.eval_every = entry["eval_every"] if self.sized else plan["eval_every"][args.model]
         self.device = jax.devices()[0]
+        self.devices = data_parallel.choose_devices(args.devices)
         config_path = args.export / (config_file or entry["config_file"])
         self.settings = step_settings(args, self.device.platform, config_path)
         self.config, self.model, self.optimizer = build(config_path, self.settings)
+        self.placement = data_parallel.Placement(self.devices, self.config.train_batch_size)
         if args.init_from:  # before the state is taken from the model: the run starts from these weights
             self.init_from_weights(args.init_from)
         self.state_dir = args.state_dir or args.export / f"state_{args.model}"
         config = self.config
-        self.log(f"device {self.device.platform} {self.device.device_kind}; jax {jax.__version__}, keras "
+        self.log(f"device {self.placement.describe()}; jax {jax.__version__}, keras "
                  f"{keras.__version__}; {config.num_train_steps} steps of batch {config.train_batch_size}, "
                  f"checkpoints {self.checkpoint_steps}")
         self.log(f"step: {self.settings.describe()}")
 
         train_examples = unpack_examples(load_packed(args.export / TRAIN_ARRAYS))
         self.example_tokens = np.asarray(train_examples["input_mask"]).sum(axis=1)  # for tokens/s, on the host
-        self.train_examples = {k: jax.device_put(v, self.device) for k, v in train_examples.items()}
+        self.train_examples = self.placement.put(dict(train_examples))
         eval_examples = unpack_examples(load_packed(args.export / EVAL_ARRAYS))
         self.num_train = int(self.train_examples["input_ids"].shape[0])
         size = config.eval_batch_size
-        self.eval_batches = [{k: jax.device_put(v[i:i + size], self.device) for k, v in eval_examples.items()}
+        self.eval_batches = [self.placement.put({k: v[i:i + size] for k, v in eval_examples.items()})
                              for i in range(0, len(eval_examples["input_ids"]) - size + 1, size)
                              ][:config.num_eval_steps]
         self.log(f"{self.num_train} training examples, {len(self.eval_batches)} held-out batches of {size}")
-        self.train_fn, self.evaluate_fn, zero_stats = make_functions(self.model, self.optimizer)
+        self.train_fn, self.evaluate_fn, zero_stats = make_functions(
+            self.model, self.optimizer, self.placement.replicated if self.placement.mesh else None)
         self.block_steps = self.settings.steps_per_dispatch or default_block_steps(self.device.platform,
                                                                                    self.log_every)
         # Everything committed to the device up front: the jitted functions' outputs are, and inputs placed
         # otherwise would make the second call compile again (seen: the compile time twice over).
-        self.state = jax.device_put(([v.value for v in self.model.trainable_variables],
-                                     [v.value for v in self.model.non_trainable_variables],
-                                     [v.value for v in self.optimizer.variables]), self.device)
+        self.state = self.placement.put(([v.value for v in self.model.trainable_variables],
+                                         [v.value for v in self.model.non_trainable_variables],
+                                         [v.value for v in self.optimizer.variables]))
         # The same masks at every evaluation; copies, since the training state's buffers are donated.
-        self.eval_state0 = jax.device_put(
-            [jax.numpy.array(v.value, copy=True) for v in self.model.non_trainable_variables], self.device)
+        self.eval_state0 = self.placement.put(
+            [jax.numpy.array(v.value, copy=True) for v in self.model.non_trainable_variables])
         self.batches = Batches(self.num_train, config.train_batch_size, config.seed)
-        self.stats_sum = jax.device_put(zero_stats(self.state, self.train_examples, config.train_batch_size),
-                                        self.device)
+        self.stats_sum = self.placement.put(zero_stats(self.state, self.train_examples, config.train_batch_size))
         self.stats_tree = jax.tree_util.tree_structure(self.stats_sum)
         self.set_schedule_steps()
         self.window_tokens, self.last_loss = 0, None
@@ -254,7 +261,7 @@ class Run(PretrainingLoop):
         import numpy as np
 
         steps = np.array([self.config.num_train_steps, self.config.num_warmup_steps], "float32")
-        self.schedule_steps = jax.device_put(steps, self.device)
+        self.schedule_steps = self.placement.put(steps)
 
     def train_steps(self, state, stats_sum, count=None):
         """`count` updates (default one block) in one dispatch; the batch indices are its one transfer."""
@@ -264,7 +271,7 @@ class Run(PretrainingLoop):
         count = count or self.block_steps
         indices = np.stack([self.batches.next() for _ in range(count)])
         self.window_tokens += int(self.example_tokens[indices].sum())
-        return self.train_fn(state, stats_sum, self.train_examples, jax.device_put(indices, self.device),
+        return self.train_fn(state, stats_sum, self.train_examples, self.placement.put_indices(indices),
                              self.schedule_steps)
 
     def log(self, message):
@@ -317,11 +324,9 @@ class Run(PretrainingLoop):
             raise InputError(f"{self.metrics_file.path} is shorter than when the state in {self.state_dir} was "
                              f"saved; pass the --out of that run, or delete {self.state_dir} to start over")
         self.metrics_file.truncate(metadata["metrics_bytes"])  # lines written after the save are written again
-        self.state = jax.device_put((groups["trainable"], groups["non_trainable"], groups["optimizer"]),
-                                    self.device)
-        self.eval_state0 = jax.device_put(groups["eval_non_trainable"], self.device)
-        self.stats_sum = jax.device_put(jax.tree_util.tree_unflatten(self.stats_tree, groups["stats"]),
-                                        self.device)
+        self.state = self.placement.put((groups["trainable"], groups["non_trainable"], groups["optimizer"]))
+        self.eval_state0 = self.placement.put(groups["eval_non_trainable"])
+        self.stats_sum = self.placement.put(jax.tree_util.tree_unflatten(self.stats_tree, groups["stats"]))
         self.batches.restore(metadata["batches"])
         self.step, self.wall_before = step, metadata["wall_seconds"]
         self.window_tokens = metadata.get("window_tokens", 0)  # the window's so far (states saved before: none)
@@ -383,7 +388,7 @@ class Run(PretrainingLoop):
         import keras
 
         return {"model": self.args.model, "backend": "jax", "config": self.config.to_dict(),  # as sized, not exported
-                "device": f"{self.device.platform} {self.device.device_kind}",
+                "device": self.placement.describe(), "devices": self.placement.count,
                 "versions": {"jax": jax.__version__, "keras": keras.__version__},
                 "checkpoint_steps": self.checkpoint_steps, "weights_dtype": self.args.weights_dtype,
                 "step_settings": self.settings.to_dict(), "train_examples": self.num_train, "eval_examples": len(self.eval_batches) * self.config.eval_batch_size}
@@ -533,6 +538,9 @@ def parse_args(argv=None):
                              "(…/ckpt-N), or the older .npz files (weights-<step>.npz or all its shards), with fresh "
                              "optimizer moments; a saved state of this run still wins")
     speed_settings.add_step_flags(parser)
+    parser.add_argument("--devices", type=int, default=None, metavar="N",
+                        help="train on the first N local devices, data parallel (the global batch split over them; "
+                             "default: every local device)")
     parser.add_argument("--dry-run", action="store_true",
                         help="print the step's resolved settings (precision and speed options) and stop: nothing is "
                              "built, compiled or written")

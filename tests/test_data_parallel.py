@@ -1,0 +1,95 @@
+"""training_jax.pretrain on every local device: 8 virtual CPU devices train what 1 device trains at the same global
+batch (training_jax.data_parallel), and the compiled step all-reduces across them."""
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from storage.checkpoint_bundle import read_model_weights
+from tests.helpers import JAX_TEST_XLA_FLAGS, export_tiny_run
+
+REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
+STEPS, BATCH = 4, 8
+
+SCRIPT = textwrap.dedent('''
+    import contextlib, io, json, sys
+    sys.modules["tensorflow"] = None
+    import jax
+    from training_jax import pretrain
+    from common.errors import InputError
+
+    export, root = sys.argv[1], sys.argv[2]
+    results = {"local_devices": len(jax.local_devices())}
+    for devices in (1, 8):
+        flags = ["--export", export, "--model", "electra", "--out", f"{root}/d{devices}", "--state-dir",
+                 f"{root}/d{devices}_state", "--devices", str(devices), "--steps-per-dispatch", "2"]
+        with contextlib.redirect_stdout(io.StringIO()) as printed:
+            results[f"outcome{devices}"] = pretrain.main(flags)
+        results[f"log{devices}"] = printed.getvalue()
+    run = pretrain.Run(pretrain.parse_args(["--export", export, "--model", "electra", "--out", f"{root}/hlo",
+                                            "--devices", "8", "--steps-per-dispatch", "2"]))
+    import numpy as np
+    indices = run.placement.put_indices(np.zeros((2, run.config.train_batch_size), "int32"))
+    compiled = run.train_fn.lower(run.state, run.stats_sum, run.train_examples, indices, run.schedule_steps).compile()
+    results["all_reduces"] = compiled.as_text().count("all-reduce(")
+    results["record_devices"] = run.run_record()["devices"]
+    try:
+        pretrain.Run(pretrain.parse_args(["--export", export, "--model", "electra", "--out", f"{root}/odd",
+                                          "--devices", "3"]))
+        results["odd"] = None
+    except InputError as error:
+        results["odd"] = str(error)
+    print("RESULTS" + json.dumps(results))
+''')
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    tmp_path = tmp_path_factory.mktemp("data_parallel")
+    export = export_tiny_run(tmp_path, steps=STEPS, checkpoints=1)
+    config_path = export / "config_electra.json"
+    config = json.loads(config_path.read_text())
+    config["train_batch_size"] = BATCH  # the global batch, 1 row per device on 8
+    config_path.write_text(json.dumps(config))
+    env = dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu", PYTHONPATH=str(REPO_ROOT),
+               XLA_FLAGS=f"{JAX_TEST_XLA_FLAGS} --xla_force_host_platform_device_count=8")
+    completed = subprocess.run([sys.executable, "-c", SCRIPT, str(export), str(tmp_path / "runs")], cwd=REPO_ROOT,
+                               env=env, capture_output=True, text=True, timeout=600)
+    lines = [line for line in completed.stdout.splitlines() if line.startswith("RESULTS")]
+    assert completed.returncode == 0 and lines, completed.stderr[-3000:]
+    return tmp_path / "runs", json.loads(lines[-1][len("RESULTS"):])
+
+
+def test_eight_devices_train_the_weights_one_device_trains(runs):
+    root, results = runs
+    assert results["local_devices"] == 8
+    assert results["outcome1"] == results["outcome8"] == "done"
+    assert "device 8 x cpu" in results["log8"] and "data parallel" in results["log8"]
+    one, eight = (read_model_weights(root / f"d{n}" / f"ckpt-{STEPS}") for n in (1, 8))
+    assert sorted(one) == sorted(eight) and len(one) > 10
+    for name in one:  # the same updates, up to the order the all-reduce sums in (weights saved as float16)
+        np.testing.assert_allclose(eight[name].astype("float32"), one[name].astype("float32"), rtol=2e-3, atol=2e-4,
+                                   err_msg=name)
+    losses = [[r for r in map(json.loads, (root / f"d{n}" / "metrics.jsonl").read_text().splitlines())
+               if r["split"] == "train"] for n in (1, 8)]
+    assert len(losses[0]) == len(losses[1]) > 0
+    for a, b in zip(*losses):
+        assert a["step"] == b["step"]
+        for key in ("disc_loss", "masked_lm_loss", "masked_lm_accuracy"):
+            assert b[key] == pytest.approx(a[key], rel=1e-4, abs=1e-5), (key, a["step"])
+
+
+def test_the_compiled_step_all_reduces_and_the_record_counts_devices(runs):
+    _, results = runs
+    assert results["all_reduces"] >= 1  # the gradients' and the loss sums' reduction across the mesh
+    assert results["record_devices"] == 8
+
+
+def test_a_batch_that_does_not_split_over_the_devices_is_one_line(runs):
+    _, results = runs
+    assert results["odd"] and "train_batch_size 8 does not split evenly over 3 devices" in results["odd"]
