@@ -19,7 +19,7 @@ import pathlib
 
 from common.errors import InputError, exit_on_input_error
 
-# The ELECTRA paper, GLUE dev (../shared/reference/REPRODUCTION_NOTES.md, section 7): ELECTRA-Small at
+# The ELECTRA paper's Table 1, GLUE dev (docs/reproduction.md#published-numbers): ELECTRA-Small at
 # 6.25% and 100% of its 1M steps of batch 128, sequence length 128.
 PAPER_STEPS, PAPER_POINTS = 1_000_000, ((0.0625, 74.1), (1.0, 79.9))
 LABELS = {"pretrained": "ELECTRA", "electra": "ELECTRA", "mlm": "MLM at equal FLOPs", "control": "no pretraining",
