@@ -18,7 +18,7 @@ SCRIPT = textwrap.dedent('''
     sys.modules["tensorflow"] = None
     import jax, keras, numpy as np
     from keras import ops
-    from bench.pretrain_step_gpu import synthetic_batch
+    from tests.helpers import synthetic_batch
     from configs.pretraining_config import PretrainingConfig
     from model.attention import compute_dtype_dropout
     from pretrain.builder import build_for_training
