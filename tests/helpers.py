@@ -262,3 +262,25 @@ def run_device_line(line, repo, out, python_dir, timeout):
     completed = subprocess.run(["bash", "-c", line], cwd=repo, env=env, capture_output=True, text=True,
                                timeout=timeout)
     return completed.returncode, completed.stdout + completed.stderr
+
+
+# ---------------------------------------------------------------- synthetic pretraining batches
+def synthetic_batch(rng, batch_size, seq_length, vocab_size, cls_id=101, sep_id=102):
+    """Random token ids, 80% of the rows full length and the rest 50-100% full, [CLS] first and [SEP] in the
+    middle and at the end, two segments: the batches bench/pretrain_step_gpu.py times, the same draws from the
+    same `rng`, here so that the product's tests need nothing from bench/."""
+    import numpy as np
+
+    input_ids = rng.integers(999 if vocab_size > 1000 else 4, vocab_size, (batch_size, seq_length))
+    lengths = np.where(rng.random(batch_size) < 0.8, seq_length,
+                       rng.integers(seq_length // 2, seq_length, batch_size))
+    positions = np.arange(seq_length)[None, :]
+    input_mask = (positions < lengths[:, None]).astype("int32")
+    input_ids = np.where(input_mask == 1, input_ids, 0)
+    input_ids[:, 0] = cls_id
+    input_ids[np.arange(batch_size), lengths - 1] = sep_id
+    middle = lengths // 2
+    input_ids[np.arange(batch_size), middle] = sep_id
+    segment_ids = ((positions > middle[:, None]) & (input_mask == 1)).astype("int32")
+    return {"input_ids": input_ids.astype("int32"), "input_mask": input_mask, "segment_ids": segment_ids}
+
