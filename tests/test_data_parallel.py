@@ -1,5 +1,6 @@
-"""training_jax.pretrain on every local device: 8 virtual CPU devices train what 1 device trains at the same global
-batch (training_jax.data_parallel), and the compiled step all-reduces across them."""
+"""training_jax.pretrain on every local device and over several processes: 8 virtual CPU devices train what 1 device
+trains at the same global batch (training_jax.data_parallel), the compiled step all-reduces across them, and two
+processes of 4 devices each (jax.distributed on localhost, as two hosts would) train what one process of 8 trains."""
 import json
 import os
 import pathlib
@@ -48,21 +49,51 @@ SCRIPT = textwrap.dedent('''
 ''')
 
 
+def jax_environment(devices, **extra):
+    return dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu", PYTHONPATH=str(REPO_ROOT),
+                XLA_FLAGS=f"{JAX_TEST_XLA_FLAGS} --xla_force_host_platform_device_count={devices}", **extra)
+
+
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
+    """(the runs' folder, the script's results): 1 device, 8 devices and the 8-device checks in one process; then
+    the same run as two processes of 4 devices (into <runs>/p2)."""
     tmp_path = tmp_path_factory.mktemp("data_parallel")
     export = export_tiny_run(tmp_path, steps=STEPS, checkpoints=1)
     config_path = export / "config_electra.json"
     config = json.loads(config_path.read_text())
     config["train_batch_size"] = BATCH  # the global batch, 1 row per device on 8
     config_path.write_text(json.dumps(config))
-    env = dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu", PYTHONPATH=str(REPO_ROOT),
-               XLA_FLAGS=f"{JAX_TEST_XLA_FLAGS} --xla_force_host_platform_device_count=8")
-    completed = subprocess.run([sys.executable, "-c", SCRIPT, str(export), str(tmp_path / "runs")], cwd=REPO_ROOT,
-                               env=env, capture_output=True, text=True, timeout=600)
+    root = tmp_path / "runs"
+    completed = subprocess.run([sys.executable, "-c", SCRIPT, str(export), str(root)], cwd=REPO_ROOT,
+                               env=jax_environment(8), capture_output=True, text=True, timeout=600)
     lines = [line for line in completed.stdout.splitlines() if line.startswith("RESULTS")]
     assert completed.returncode == 0 and lines, completed.stderr[-3000:]
-    return tmp_path / "runs", json.loads(lines[-1][len("RESULTS"):])
+    results = json.loads(lines[-1][len("RESULTS"):])
+    results["two_processes"] = two_processes(export, root)
+    return root, results
+
+
+def free_port():
+    import socket
+
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        return listener.getsockname()[1]
+
+
+def two_processes(export, root):
+    """training_jax.pretrain as two processes of 4 devices each, coordinated on localhost through the environment
+    variables a cluster would set; their exit codes and outputs."""
+    command = [sys.executable, "-m", "training_jax.pretrain", "--export", str(export), "--model", "electra", "--out",
+               str(root / "p2"), "--state-dir", str(root / "p2_state"), "--steps-per-dispatch", "2"]
+    address = f"127.0.0.1:{free_port()}"
+    processes = [subprocess.Popen(command, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                  env=jax_environment(4, JAX_COORDINATOR_ADDRESS=address, JAX_NUM_PROCESSES="2",
+                                                      JAX_PROCESS_ID=str(index)))
+                 for index in range(2)]
+    outputs = [process.communicate(timeout=600)[0] for process in processes]
+    return [[process.returncode, output[-3000:]] for process, output in zip(processes, outputs)]
 
 
 def test_eight_devices_train_the_weights_one_device_trains(runs):
@@ -93,3 +124,21 @@ def test_the_compiled_step_all_reduces_and_the_record_counts_devices(runs):
 def test_a_batch_that_does_not_split_over_the_devices_is_one_line(runs):
     _, results = runs
     assert results["odd"] and "train_batch_size 8 does not split evenly over 3 devices" in results["odd"]
+
+
+def test_two_processes_train_what_one_process_of_as_many_devices_trains(runs):
+    root, results = runs
+    for code, output in results["two_processes"]:
+        assert code == 0, output
+    chief_log = results["two_processes"][0][1]
+    assert "device 8 x cpu" in chief_log and "over 2 processes" in chief_log
+    one, two = (read_model_weights(root / name / f"ckpt-{STEPS}") for name in ("d8", "p2"))
+    assert sorted(one) == sorted(two) and len(one) > 10
+    for name in one:
+        np.testing.assert_allclose(two[name].astype("float32"), one[name].astype("float32"), rtol=2e-3, atol=2e-4,
+                                   err_msg=name)
+    # process 0 alone wrote the model folder's metrics (no line twice); process 1 kept its own resumable state
+    records = [json.loads(line) for line in (root / "p2" / "metrics.jsonl").read_text().splitlines()]
+    steps = [r["step"] for r in records if r["split"] == "train"]
+    assert steps == sorted(set(steps)) and records[-1]["split"] == "run" and records[-1]["devices"] == 8
+    assert (root / "p2_state.process-1").is_dir() and (root / "p2_state").is_dir()

@@ -193,7 +193,7 @@ class Run(PretrainingLoop):
         import keras
         import numpy as np
 
-        super().__init__(args.out)
+        super().__init__(args.out, writes=jax.process_index() == 0)  # over several processes process 0 writes
         self.args = args
         plan = self.plan = read_export_file(args.export, "pass the folder python -m training_jax.export wrote")
         model_entry(plan, args.export, args.model)
@@ -211,6 +211,8 @@ class Run(PretrainingLoop):
         if args.init_from:  # before the state is taken from the model: the run starts from these weights
             self.init_from_weights(args.init_from)
         self.state_dir = args.state_dir or args.export / f"state_{args.model}"
+        if not self.writes:  # each process resumes from its own copy of the (replicated) state
+            self.state_dir = self.state_dir.with_name(f"{self.state_dir.name}.process-{jax.process_index()}")
         config = self.config
         self.log(f"device {self.placement.describe()}; jax {jax.__version__}, keras "
                  f"{keras.__version__}; {config.num_train_steps} steps of batch {config.train_batch_size}, "
@@ -297,7 +299,7 @@ class Run(PretrainingLoop):
     def save_state(self, wall_seconds):
         import jax
 
-        groups = jax.device_get(self._groups())
+        groups = self.placement.fetch(self._groups())
         metadata = {"batches": self.batches.position(), "metrics_bytes": self.metrics_file.size(),
                     "wall_seconds": wall_seconds, "window_tokens": self.window_tokens,
                     "logged_from": self.logged_from}
@@ -317,10 +319,10 @@ class Run(PretrainingLoop):
         step, groups, metadata = saved
         try:
             state_lib.check_matches(self.state_dir / state_lib.STATE_FILE, groups,
-                                    jax.device_get(self._groups()))
+                                    self.placement.fetch(self._groups()))
         except ValueError as error:
             raise InputError(str(error)) from None
-        if self.metrics_file.size() < metadata["metrics_bytes"]:
+        if self.writes and self.metrics_file.size() < metadata["metrics_bytes"]:
             raise InputError(f"{self.metrics_file.path} is shorter than when the state in {self.state_dir} was "
                              f"saved; pass the --out of that run, or delete {self.state_dir} to start over")
         self.metrics_file.truncate(metadata["metrics_bytes"])  # lines written after the save are written again
@@ -352,7 +354,7 @@ class Run(PretrainingLoop):
     def window_metrics(self):
         import jax
 
-        values = self.model.finalize_metrics(jax.device_get(self.stats_sum))
+        values = self.model.finalize_metrics(self.placement.fetch(self.stats_sum))
         self.stats_sum = jax.tree_util.tree_map(jax.numpy.zeros_like, self.stats_sum)
         tokens, self.window_tokens = self.window_tokens, 0
         return values, tokens, (self.step - self.logged_from) * self.config.train_batch_size
@@ -398,7 +400,14 @@ class Run(PretrainingLoop):
         time.monotonic() reading: the process's start, so that building and compiling count); returns DONE
         or PAUSED."""
         args = self.args
-        args.out.mkdir(parents=True, exist_ok=True)
+        save_every = args.save_every_minutes * 60
+        if self.placement.processes > 1:  # every process must stop and save at the same step: no clock decides
+            if args.fit_minutes or args.time_limit_minutes:
+                raise InputError("--fit-minutes / --time-limit-minutes: over several processes each would stop by "
+                                 "its own clock; give a step count (--pause-at-step, or the config's steps)")
+            save_every = float("inf")  # the state saved at a pause and at the end, the same step on all
+        if self.writes:
+            args.out.mkdir(parents=True, exist_ok=True)
         self.resume()
         total = self.config.num_train_steps
         if self.step >= total:
@@ -417,7 +426,7 @@ class Run(PretrainingLoop):
         limit = args.time_limit_minutes * 60 if args.time_limit_minutes else None
         if args.fit_minutes and not limit:
             limit = args.fit_minutes * 60 + fit.RESERVE_SECONDS  # the sized run ends before; this is the hard stop
-        if self.train(self.cadence(), started, limit, args.save_every_minutes * 60) == PAUSED:
+        if self.train(self.cadence(), started, limit, save_every) == PAUSED:
             return PAUSED
         self.write_run_record(total)
         self.save_state(self.wall_seconds)  # the finished state, run record included: a rerun says "done"
@@ -487,12 +496,15 @@ class Run(PretrainingLoop):
         for batch in self.eval_batches:
             stats, non_trainable = self.evaluate_fn(self.state[0], non_trainable, batch)
             summed = stats if summed is None else add_stats(summed, stats)
-        return self.model.finalize_metrics(jax.device_get(summed))
+        return self.model.finalize_metrics(self.placement.fetch(summed))
 
     def write_weights(self, step):
-        for variable, value in zip(self.model.trainable_variables, self.state[0]):
+        if not self.writes:  # process 0 writes the model folder
+            return
+        trainable, non_trainable = self.placement.fetch(self.state[:2])
+        for variable, value in zip(self.model.trainable_variables, trainable):
             variable.assign(value)
-        for variable, value in zip(self.model.non_trainable_variables, self.state[1]):
+        for variable, value in zip(self.model.non_trainable_variables, non_trainable):
             variable.assign(value)
         vocab = self.args.export / VOCAB_FILE
         prefix = save_checkpoint(self.args.out, step, self.model, self.args.weights_dtype, self.config,
@@ -541,6 +553,13 @@ def parse_args(argv=None):
     parser.add_argument("--devices", type=int, default=None, metavar="N",
                         help="train on the first N local devices, data parallel (the global batch split over them; "
                              "default: every local device)")
+    parser.add_argument("--num-processes", type=int, default=None, metavar="N",
+                        help="train over N processes (hosts), one per host, all devices of all of them data parallel "
+                             "(jax.distributed; default: JAX_NUM_PROCESSES, else 1)")
+    parser.add_argument("--process-id", type=int, default=None, metavar="I",
+                        help="this process's index, 0 to N-1; process 0 writes --out (default: JAX_PROCESS_ID)")
+    parser.add_argument("--coordinator-address", default=None, metavar="HOST:PORT",
+                        help="process 0's host and a free port (default: JAX_COORDINATOR_ADDRESS)")
     parser.add_argument("--dry-run", action="store_true",
                         help="print the step's resolved settings (precision and speed options) and stop: nothing is "
                              "built, compiled or written")
@@ -570,11 +589,16 @@ def main(argv=None):
         sys.exit(f"run with KERAS_BACKEND=jax (got {keras.backend.backend()})")
     from training_jax.compiles import use_compile_cache
 
+    data_parallel.initialize_processes(args.coordinator_address, args.num_processes, args.process_id)
     use_compile_cache(args.export / COMPILE_CACHE)
     if args.measure:
         return write_throughput(Run(args), args.measure)
+    import jax
+
     from storage import folder_lock
 
+    if jax.process_index():  # a process other than 0 writes no model folder
+        return Run(args).run(started)
     with folder_lock.acquire(args.out, "pretraining"):  # --out is a model folder: one writer at a time
         return Run(args).run(started)
 
