@@ -1,6 +1,7 @@
 """Dataset-builder speed and memory on real Wikipedia text, side by side with the original's approach.
 
-    ELECTRA_SHARED_DATA=../shared/data python -m bench.build_speed [--megabytes 20]
+    ELECTRA_SHARED_DATA=../shared/data python -m bench.build_speed [--megabytes 20] [--processes 1,2]
+        [--text-multiples 1,4]
 
 Measures, in one run:
 - the original release's approach on this machine: pure-Python BERT tokenization line by line (the
@@ -9,6 +10,8 @@ Measures, in one run:
 - this project's builder with 1 and 2 processes on the same text (MB/s of text, tokens/s, scaling);
 - peak memory (max RSS of the build process) for 1× and 4× the text, to show it does not grow with the
   corpus.
+--processes and --text-multiples choose the builder runs (every count at every multiple of --megabytes); a
+smoke run takes one of each (tests/test_bench_modules.py).
 Every figure is printed; nothing is assumed.
 """
 import argparse
@@ -116,28 +119,33 @@ def run_original_style(corpus: pathlib.Path, vocab: pathlib.Path, workdir: pathl
     return {"seconds": seconds, "mb_per_s": stats.text_bytes / 1e6 / seconds, "tokens_per_s": tokens / seconds}
 
 
-def main():
+def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--megabytes", type=float, default=20.0, help="text for the speed runs")
     parser.add_argument("--baseline-megabytes", type=float, default=5.0,
                         help="text for the (slow) original-style run; its rate does not depend on size")
-    args = parser.parse_args()
+    parser.add_argument("--processes", default="1,2", help="builder process counts, comma-separated")
+    parser.add_argument("--text-multiples", default="1,4",
+                        help="multiples of --megabytes each process count builds (the peak-memory comparison)")
+    args = parser.parse_args(argv)
+    process_counts = [int(count) for count in args.processes.split(",")]
+    multiples = [int(multiple) for multiple in args.text_multiples.split(",")]
     data = shared_data()
     shards = sorted((data / "corpus" / "enwiki_wikiextractor").glob("enwiki_part*.txt.gz"))
     vocab = data / "vocab" / "bert-base-uncased-vocab.txt"
     load_before = ", ".join(f"{x:.2f}" for x in os.getloadavg())
     with tempfile.TemporaryDirectory() as tmp:
         tmp = pathlib.Path(tmp)
-        small = tmp / "small"
-        extract_wikipedia(shards, args.megabytes, small, num_files=4)
-        large = tmp / "large"
-        extract_wikipedia(shards, 4 * args.megabytes, large, num_files=4)
+        corpora = {}
+        for multiple in multiples:
+            corpora[multiple] = tmp / f"text_{multiple}x"
+            extract_wikipedia(shards, multiple * args.megabytes, corpora[multiple], num_files=4)
         baseline_corpus = tmp / "baseline"
         extract_wikipedia(shards, args.baseline_megabytes, baseline_corpus, num_files=1)
 
         original = run_original_style(baseline_corpus, vocab, tmp)
         runs = {(processes, size): run_builder(corpus, vocab, processes, tmp)
-                for processes in (1, 2) for size, corpus in ((1, small), (4, large))}
+                for processes in process_counts for size, corpus in corpora.items()}
 
     # End-to-end rates include a fixed start-up per process (Python and TensorFlow imports, tokenizer
     # tables, graph tracing); each process also reports its packing rate after that start-up.
@@ -153,12 +161,18 @@ def main():
         print(f"| this builder, {processes} process{'es' if processes > 1 else ''} | {size * args.megabytes:g} MB | "
               f"{run['mb_per_s']:.2f} | {rates} | {run['tokens_per_s']:,.0f} | "
               f"{min(run['process_rates']) / original['mb_per_s']:.1f}× | {run['peak_mb']:,.0f} MB |")
-    one, two = runs[(1, 4)], runs[(2, 4)]
-    print(f"\n2-process scaling at {4 * args.megabytes:g} MB: end-to-end {two['mb_per_s'] / one['mb_per_s']:.2f}× "
-          f"(ideal 2.0×), after start-up {sum(two['process_rates']) / one['process_rates'][0]:.2f}×")
-    print(f"Peak memory at 4× the text: {runs[(1, 4)]['peak_mb'] / runs[(1, 1)]['peak_mb']:.2f}× of 1× "
-          "(the corpus is streamed)")
-    print(f"Builder command: python {runs[(1, 4)]['command']}")
+    largest, smallest = max(multiples), min(multiples)
+    if 1 in process_counts and 2 in process_counts:
+        one, two = runs[(1, largest)], runs[(2, largest)]
+        print(f"\n2-process scaling at {largest * args.megabytes:g} MB: end-to-end "
+              f"{two['mb_per_s'] / one['mb_per_s']:.2f}× (ideal 2.0×), after start-up "
+              f"{sum(two['process_rates']) / one['process_rates'][0]:.2f}×")
+    fewest = min(process_counts)
+    if largest != smallest:
+        print(f"Peak memory at {largest}× the text: "
+              f"{runs[(fewest, largest)]['peak_mb'] / runs[(fewest, smallest)]['peak_mb']:.2f}× of {smallest}× "
+              "(the corpus is streamed)")
+    print(f"Builder command: python {runs[(fewest, largest)]['command']}")
 
 
 if __name__ == "__main__":

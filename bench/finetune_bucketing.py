@@ -1,7 +1,7 @@
 """Fine-tuning speed with length-bucketed batches versus fixed padding to max_seq_length, on CPU.
 
     ELECTRA_SHARED_DATA=../shared/data python -m bench.finetune_bucketing [--tasks sst,mrpc,rte]
-        [--model-size electra_small] [--steps 20] [--repeats 2]
+        [--model-size electra_small] [--model-hparams JSON] [--steps 20] [--repeats 2]
 
 For each task, the same model (randomly initialised: speed does not depend on the weights), the same
 recipe (batch 32, max length 128) and the same examples are trained side by side: `--steps` updates with
@@ -9,6 +9,7 @@ each batching, alternated `--repeats` times, after one warm-up update each (tf.f
 timed). Prints the mean padded length, the examples/s of each and the ratio; nothing is assumed.
 """
 import argparse
+import json
 import os
 import time
 
@@ -38,13 +39,15 @@ def measure(trainer, task, features, config, steps, seed):
     return seconds, float(np.mean([b["input_ids"].shape[1] for b in batches[1:]]))
 
 
-def main():
+def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tasks", default="sst,mrpc,rte")
     parser.add_argument("--model-size", default="electra_small")
+    parser.add_argument("--model-hparams", default="{}",
+                        help="model_hparam_overrides as JSON, e.g. a micro model for a smoke run")
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--repeats", type=int, default=2)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     import keras
     import tensorflow as tf
 
@@ -59,7 +62,8 @@ def main():
 
     data = shared_data()
     tokenizer = load_tokenizer(vocab_file=data / "vocab" / "bert-base-uncased-vocab.txt")
-    model_config = PretrainingConfig.create({"model_size": args.model_size}).model_config()
+    model_config = PretrainingConfig.create({"model_size": args.model_size,
+                                             "model_hparam_overrides": json.loads(args.model_hparams)}).model_config()
     print(f"CPU threads: intra {tf.config.threading.get_intra_op_parallelism_threads()}, os.cpu_count "
           f"{os.cpu_count()}; load average {os.getloadavg()[0]:.2f}; model {args.model_size} "
           f"(hidden {model_config.hidden_size}, {model_config.num_layers} layers); {args.steps} timed updates "

@@ -54,7 +54,7 @@ def measure_here(task_name, steps, model_hparams, inter_op):
     return steps * config.train_batch_size / seconds
 
 
-def main():
+def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tasks", default="sst,rte")
     parser.add_argument("--steps", type=int, default=60)
@@ -62,7 +62,7 @@ def main():
     parser.add_argument("--hparams", default='{"model_size": "electra_small"}',
                         help="PretrainingConfig values giving the encoder's shape")
     parser.add_argument("--child", nargs=2, metavar=("TASK", "SETTING"), help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     hparams = json.loads(args.hparams)
     if args.child:
         print("RATE", measure_here(args.child[0], args.steps, hparams, args.child[1]))

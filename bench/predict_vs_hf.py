@@ -152,9 +152,12 @@ def configure_tensorflow(threads):
     PyTorch does (with more, TensorFlow's default inter-op pool, as the commands run)."""
     import tensorflow as tf
 
-    tf.config.threading.set_intra_op_parallelism_threads(threads)
-    if threads == 1:
-        tf.config.threading.set_inter_op_parallelism_threads(1)
+    try:
+        tf.config.threading.set_intra_op_parallelism_threads(threads)
+        if threads == 1:
+            tf.config.threading.set_inter_op_parallelism_threads(1)
+    except RuntimeError:  # TensorFlow already ran (a test process): its pools stay; benchmark workers are fresh
+        pass
 
 
 def worker_ours_predict(args):

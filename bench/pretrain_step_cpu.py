@@ -2,6 +2,7 @@
 
     .venv/bin/python -m bench.pretrain_step_cpu [--steps 3] [--warmup 1] [--batch-size 128]
         [--variants tf-fp32-xla,tf-fp32,tf-bf16-xla,tf-bf16,hf-fp32] [--threads 2]
+        [--model-size electra_small] [--model-hparams JSON]
     (also tf-fp32-fuse, tf-bf16-fuse: the config option xla_fuse_elementwise, training/xla_fusion.py;
     tf-fp32-3qkv, tf-bf16-3qkv: Q/K/V by three matmuls, as before model/attention.py's one-matmul projection)
 
@@ -25,6 +26,8 @@ Throughput is timed over --steps steps after --warmup steps (the first one inclu
 FLOPs are analytic (bench/flops.py: matmuls as 2·m·n·k, backward = 2× forward); the table gives
 sequences/s, tokens/s, TFLOP/s achieved (analytic FLOPs × sequences/s), the fraction of the measured
 peak of the variant's precision and of the float32 peak, and the ratio to the Hugging Face baseline.
+--model-size / --model-hparams change our model (the tf- variants only: the Hugging Face step is
+electra_small's), e.g. a micro model for a smoke run (tests/test_bench_modules.py).
 """
 import argparse
 import contextlib
@@ -194,8 +197,9 @@ def worker_tf(args, precision, xla):
 
     from bench.flops import train_flops_per_sequence
 
-    train_step, batch, config = build_tf_step(args, precision, xla)
-    assert config.generator_hidden_size == 0.25, config.generator_hidden_size
+    train_step, batch, config = build_tf_step(args, precision, xla, args.model_size, json.loads(args.model_hparams))
+    if args.model_size == "electra_small":
+        assert config.generator_hidden_size == 0.25, config.generator_hidden_size
     generator = config.generator_model_config()
     losses = []
 
@@ -307,7 +311,8 @@ def spawn_worker(module, name, worker_args, threads):
 def spawn(name, args):
     worker_args = ["--threads", args.threads, "--inter-op-threads", args.inter_op_threads,
                    "--batch-size", args.batch_size, "--seq-length", args.seq_length,
-                   "--steps", args.steps, "--warmup", args.warmup] + (["--bf16-peak"] if args.bf16_peak else [])
+                   "--steps", args.steps, "--warmup", args.warmup, "--model-size", args.model_size,
+                   "--model-hparams", args.model_hparams] + (["--bf16-peak"] if args.bf16_peak else [])
     start = time.perf_counter()
     result = spawn_worker("bench.pretrain_step_cpu", name, worker_args, args.threads)
     if result is not None:
@@ -337,6 +342,9 @@ def main(argv=None):
     parser.add_argument("--force-bf16-peak", action="store_true",
                         help="measure the bfloat16 matmul peak even where the CPU emulates bfloat16 (slow: "
                              "minutes)")
+    parser.add_argument("--model-size", default="electra_small",
+                        help="our model's size (configs/model_sizes; the tf- variants only)")
+    parser.add_argument("--model-hparams", default="{}", help="model_hparam_overrides as JSON (the tf- variants)")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--bf16-peak", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -347,6 +355,9 @@ def main(argv=None):
     unknown = sorted(set(variants) - set(VARIANTS))
     if unknown:
         parser.error(f"unknown variants {unknown}")
+    if "hf-fp32" in variants and (args.model_size != "electra_small" or json.loads(args.model_hparams)):
+        parser.error("hf-fp32 is electra_small's step: it cannot be compared at another --model-size or "
+                     "--model-hparams")
     print("command: " + " ".join(shlex.quote(a) for a in [sys.executable, "-m", "bench.pretrain_step_cpu", *sys.argv[1:]]))
     from training.cpu_features import read_cpu_features
 
@@ -363,10 +374,11 @@ def main(argv=None):
     from bench.flops import config_breakdown, format_breakdown, train_flops
     from configs.pretraining_config import PretrainingConfig
 
-    config = PretrainingConfig.create({"model_size": "electra_small", "max_seq_length": args.seq_length})
+    config = PretrainingConfig.create({"model_size": args.model_size, "max_seq_length": args.seq_length,
+                                       "model_hparam_overrides": json.loads(args.model_hparams)})
     breakdown = config_breakdown(config)
     flops_per_sequence = train_flops(breakdown)
-    print(format_breakdown(breakdown, "analytic FLOPs, electra_small (the same for both implementations):"))
+    print(format_breakdown(breakdown, f"analytic FLOPs, {args.model_size} (the same for both implementations):"))
 
     peaks = {"fp32": None, "bf16": None}
     if not args.no_peak:
