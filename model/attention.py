@@ -19,6 +19,12 @@ tower) attends to every key by its raw scores, as the original's additive mask g
 to every score of the row shifts them all alike, so its softmax is that of the raw scores over all keys
 (not uniform). That output is used: the roll puts the rtl tower's first padding position beside the
 last real token, whose log q enters the discriminator's logit and loss (docs/reproduction.md#electric).
+
+`fused_attention_fn` (a named option, off by default, not in the config): a backend's fused attention with
+dropout, called as fn(query, key, value, mask, scale, dropout_rate, seed_generator, training) instead of the
+explicit path when the layer trains with attention dropout and is not causal, so that no [batch, heads, seq, seq]
+is kept for the backward pass. The model never imports a backend: training_jax/flash_attention.py provides the
+Pallas kernels and sets it (training_jax.step.use_fused_attention).
 """
 import math
 
@@ -110,7 +116,10 @@ class SelfAttention(keras.layers.Layer):
     (None: fused unless training with attention dropout). `dtype`: the Keras dtype policy of the
     projections; the softmax of the explicit path runs in float32 whatever it is, unless
     `compute_dtype_softmax` (see the module docstring). `causal`: None, "ltr" or "rtl" (see the module docstring).
+    `fused_attention_fn`: see the module docstring.
     """
+
+    fused_attention_fn = None
 
     def __init__(self, hidden_size, num_heads, attention_dropout=0.1, initializer_range=0.02, causal=None,
                  compute_dtype_softmax=False, **kwargs):
@@ -169,6 +178,9 @@ class SelfAttention(keras.layers.Layer):
             batch, seq = ops.shape(query)[0], ops.shape(query)[1]
             mask = ops.broadcast_to(mask, (batch, self.num_heads, seq, seq))
             context = ops.dot_product_attention(query, key, value, mask=mask, scale=scale)
+        elif self.fused_attention_fn is not None and training and self.attention_dropout > 0 and self.causal is None:
+            context = self.fused_attention_fn(query, key, value, mask, scale, self.attention_dropout,
+                                              self.probs_dropout.seed_generator, training)
         elif self.compute_dtype_softmax and keras.backend.standardize_dtype(query.dtype) != "float32":
             context = compute_dtype_attention(query, key, value, mask, scale, self.attention_dropout,
                                               getattr(self.probs_dropout, "seed_generator", None), training)

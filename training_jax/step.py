@@ -50,6 +50,19 @@ def use_compute_dtype_softmax(model, on=True):
             layer.attention_self.compute_dtype_softmax = on
 
 
+def use_fused_attention(model, on=True):
+    """Every self-attention of the pretrainer's encoders trains with attention dropout through the Pallas flash
+    attention (training_jax/flash_attention.py: no [batch, heads, seq, seq] kept for the backward pass) or through
+    the explicit path (off); causal layers keep the explicit path either way. The same function with its own dropout
+    bits (tests/test_flash_attention.py). Set before the step is traced. Any other Keras model:
+    training_jax.flash_attention.use_fused_attention_in."""
+    from training_jax.flash_attention import flash_attention
+
+    for encoder in model.encoders():
+        for layer in encoder.transformer_layers:
+            layer.attention_self.fused_attention_fn = flash_attention if on else None
+
+
 class SizedSchedule(keras.optimizers.schedules.LearningRateSchedule):
     """The config's schedule with its T (training steps) and W (warmup steps) given to the jitted step as
     arrays instead of compiled in: a run that sets its length from its own measured speed after compiling
