@@ -1,26 +1,28 @@
-"""JAX fine-tuning speed, side by side in one run: the way before issue 33, one process for all, and one
-process whose models (and seeds) of a task train together in one vmapped update.
+"""JAX fine-tuning speed, side by side in one run: today's path against the new one (issue 42), and, on request,
+the way before issue 33.
 
     python -m bench.finetune_jax_speed                       # CPU: electra_tiny, synthetic GLUE-shaped tasks
     python -m bench.finetune_jax_speed --model-size electra_small --tasks-dir TASKS   # GPU: the exported tasks
 
-Before: one `python -m training_jax.finetune` process per (model, task) job, as the RTD-vs-MLM comparison ran
-them on the H200 (here one after another, for the first --before-models models), with --no-fixed-shapes
---no-shared-programs --no-sized-steps (each trial compiles its own steps, the last batch of an epoch its
-own shape, the schedule's step counts compiled in). After: one process for every model and task with the
-defaults (shared programs, fixed shapes, step counts as inputs), each job's updates after the other's.
-Vmapped: after's process with --vmap-models (training_jax.members: a task's models and seeds in one
-update vmapped over them). Every way starts from an empty compilation cache. Printed per way: wall time
-(process start-ups, compiles and evaluation included) in all and per model, updates/s per model in its
-training loops (their compiles included; vmapped models train at once, so each one's rate is its
-updates over the shared loop's time), updates/s of all models together (all updates over the training
-loops' wall time), compiles (jax.monitoring, all processes), and the ratios between the ways.
-`measure(...)` returns the same as a dict; the device is printed.
+today: one `python -m training_jax.finetune` process for every model and task as the CPU runs it by default:
+float32, every batch max_seq_length long in the original's order, one update per dispatch (each batch padded
+and sent by the host), one model after another. new: the same process with what an accelerator gets by default
+(training_jax.finetune_settings): length buckets, --steps-per-dispatch K updates per dispatch from
+device-resident examples, the models of a task vmapped, and bfloat16 on an accelerator (float32 on the CPU,
+where bfloat16 is emulated). before (--ways before,...): issue 33's baseline, one process per (model, task)
+job for the first --before-models models (--no-fixed-shapes --no-shared-programs --no-sized-steps). Every way
+starts from an empty compilation cache. Printed per way: wall time (process start-ups, compiles and
+evaluation included) in all and per model, updates/s per model in its training loops (their compiles
+included; vmapped models train at once, so each one's rate is its updates over the shared loop's time),
+updates/s of all models together, compiles (jax.monitoring, all processes) and among them the training
+programs, and the ratios between the ways. `measure(...)` returns the same as a dict; the device is printed.
 
 The models: --models - 1 weights files of randomly initialised encoders (different seeds) and the random
 control (`--weights none`); speed does not depend on what the weights learned. Without --tasks-dir, the
-five GLUE tasks' training features and dev examples (GLUE_SIZES) times --scale, with random token ids,
-lengths and labels; at --scale 1 each task has the real one's updates.
+five GLUE tasks' training features and dev examples (GLUE_SIZES) times --scale, with random token ids and
+labels, and lengths drawn like GLUE's (--lengths glue, GLUE_LENGTHS: a log-normal of each task's median and
+90th percentile) or uniform between 8 and --synthetic-length (--lengths uniform); at --scale 1 each task has
+the real one's updates.
 """
 import argparse
 import json
@@ -38,15 +40,27 @@ REPO = pathlib.Path(__file__).resolve().parents[1]
 # recipe's updates per trial are then the H200 run's (CoLA 804, SST-2 6315, MRPC 690, STS-B 3600, RTE 780)
 GLUE_SIZES = {"cola": (8551, 1043), "sst": (67349, 872), "mrpc": (7336, 408), "sts": (11498, 1500),
               "rte": (2490, 277)}
+# featurised lengths (BERT's uncased vocabulary, [CLS] and [SEP] included, at most 128) of the GLUE training
+# sets in ../shared/data/glue: (median, 90th percentile); means CoLA 11.3, SST-2 13.3, MRPC 53.2, STS-B 27.8,
+# RTE 66.6 (95% of SST-2 and all of CoLA within 32 tokens)
+GLUE_LENGTHS = {"cola": (10, 17), "sst": (10, 27), "mrpc": (53, 70), "sts": (23, 51), "rte": (56, 128)}
 SYNTHETIC_VOCAB = 1000
-BEFORE_FLAGS = ["--no-fixed-shapes", "--no-shared-programs", "--no-sized-steps"]
-WAYS = ("before", "after", "vmapped")
+TODAY_FLAGS = ["--no-bf16", "--no-length-buckets", "--steps-per-dispatch", "1", "--no-vmap-models"]
+BEFORE_FLAGS = TODAY_FLAGS + ["--no-fixed-shapes", "--no-shared-programs", "--no-sized-steps"]
+WAYS = ("before", "today", "new")
+TRAIN_PROGRAMS = ("jit(update)", "jit(block)")  # the compiled names of a training step (vmapped or not)
+
+
+def new_flags(block_steps):
+    """The accelerator's defaults, forced on (bfloat16 left to the platform)."""
+    return ["--length-buckets", "--steps-per-dispatch", str(block_steps), "--vmap-models"]
 
 
 def synthetic_tasks(folder, scale=0.02, tasks=tuple(GLUE_SIZES), vocab_size=SYNTHETIC_VOCAB, max_seq_length=128,
-                    seed=0, sizes=None):
+                    seed=0, sizes=None, lengths="uniform"):
     """Exports GLUE-shaped tasks (GLUE_SIZES × scale, at least 8 each, or `sizes` {task: (train, dev)})
-    with random ids, lengths and labels to `folder`, as python -m finetune.arrays would."""
+    with random ids and labels to `folder`, as python -m finetune.arrays would; lengths "uniform" (8 to
+    max_seq_length) or "glue" (like the task's, GLUE_LENGTHS)."""
     from finetune.arrays import save_task_data
     from finetune.registry import get_task
     from finetune.tasks import Example
@@ -55,9 +69,10 @@ def synthetic_tasks(folder, scale=0.02, tasks=tuple(GLUE_SIZES), vocab_size=SYNT
     rng = np.random.default_rng(seed)
 
     def features(task, count, with_examples):
-        lengths = rng.integers(8, max_seq_length + 1, count)
-        ids = [rng.integers(5, vocab_size, n).astype(np.int32) for n in lengths]
-        segments = [(np.arange(n) >= n // 2).astype(np.int32) for n in lengths]
+        drawn = (rng.integers(8, max_seq_length + 1, count) if lengths == "uniform"
+                 else glue_lengths(rng, task.name, count, max_seq_length))
+        ids = [rng.integers(5, vocab_size, n).astype(np.int32) for n in drawn]
+        segments = [(np.arange(n) >= n // 2).astype(np.int32) for n in drawn]
         labels = (list(rng.choice(task.labels, count)) if task.labels
                   else list(rng.uniform(*task.score_range, count).round(2)))
         examples = [Example(str(i), "", None, label) for i, label in enumerate(labels)]
@@ -73,6 +88,13 @@ def synthetic_tasks(folder, scale=0.02, tasks=tuple(GLUE_SIZES), vocab_size=SYNT
     save_task_data(data, folder, {"max_seq_length": max_seq_length, "double_unordered": False,
                                   "vocab_size": vocab_size})
     return pathlib.Path(folder)
+
+
+def glue_lengths(rng, task, count, max_seq_length):
+    """`count` lengths like the GLUE task's: log-normal with its median and 90th percentile, 5 to max_seq_length."""
+    median, p90 = GLUE_LENGTHS[task]
+    sigma = np.log(p90 / median) / 1.2816  # the 90th percentile of a standard normal
+    return np.clip(np.round(median * np.exp(sigma * rng.standard_normal(count))), 5, max_seq_length).astype(int)
 
 
 def write_models(work, model_size, vocab_size, models, model_hparams=None):
@@ -132,22 +154,27 @@ def _summary(runs, wall):
             "updates_per_second_per_model": float(np.mean(rates)) if rates else 0.0,
             "updates_per_second_all_models": updates / loops_seconds if loops_seconds > 0 else 0.0,
             "compiles": sum(s["compiles"] for s in stats_list),
+            "train_programs": sum(name in TRAIN_PROGRAMS for s in stats_list for job in s["jobs"]
+                                  for name in job["compiled"]),
             "compile_seconds": sum(s["compile_seconds"] for s in stats_list),
             "traces": sum(s["traces"] for s in stats_list), "device": stats_list[0]["device"]}
 
 
 def measure(work=None, tasks_dir=None, model_size="electra_tiny", models=3, tasks=tuple(GLUE_SIZES), scale=0.02,
-            seeds=1, hparams=None, ways=WAYS, synthetic_length=128, before_models=1, model_hparams=None):
-    """Runs the ways in `ways` on the same tasks; "after" and "vmapped" train all `models`, "before" the
+            seeds=1, hparams=None, ways=("today", "new"), synthetic_length=128, before_models=1, model_hparams=None,
+            block_steps=16, lengths="glue"):
+    """Runs the ways in `ways` on the same tasks; "today" and "new" train all `models`, "before" the
     first `before_models` of them (its processes run one after another, so its time grows with the models:
     compare wall_seconds_per_model). Returns {way: summary, "ratios": {"<newer>/<older>": {...}}, "tasks",
     "model_size", "device"}, each summary with wall_seconds, wall_seconds_per_model, processes, models,
     updates, train_seconds (the training loops' wall time), updates_per_second_per_model,
-    updates_per_second_all_models, compiles, compile_seconds, traces, device."""
+    updates_per_second_all_models, compiles, train_programs (the compiled training steps), compile_seconds,
+    traces, device, and for today and new the run's settings."""
     work = pathlib.Path(work or tempfile.mkdtemp(prefix="finetune_jax_speed_"))
     work.mkdir(parents=True, exist_ok=True)
+    synthetic = tasks_dir
     if tasks_dir is None:
-        tasks_dir = synthetic_tasks(work / "tasks", scale, tasks, max_seq_length=synthetic_length)
+        tasks_dir = synthetic_tasks(work / "tasks", scale, tasks, max_seq_length=synthetic_length, lengths=lengths)
         vocab_size = SYNTHETIC_VOCAB
     else:
         index = json.loads((pathlib.Path(tasks_dir) / "tasks.json").read_text())
@@ -158,7 +185,8 @@ def measure(work=None, tasks_dir=None, model_size="electra_tiny", models=3, task
         return (["--tasks-dir", str(tasks_dir), "--config", str(config), "--tasks", ",".join(task_names),
                  "--seeds", str(seeds)] + (["--hparams", json.dumps(hparams)] if hparams else []))
 
-    results = {"model_size": model_size, "tasks": list(tasks), "seeds": seeds}
+    results = {"model_size": model_size, "tasks": list(tasks), "seeds": seeds, "block_steps": block_steps,
+               "lengths": "exported" if synthetic is None else lengths}
     if "before" in ways:
         start, runs = time.monotonic(), []
         for number, files in enumerate(weights[:before_models]):
@@ -167,13 +195,14 @@ def measure(work=None, tasks_dir=None, model_size="electra_tiny", models=3, task
                 runs.append(({str(out): number}, _finetune(common([task]) + ["--weights", *files, "--out", str(out)]
                                                  + BEFORE_FLAGS, out.with_suffix(".stats.json"))))
         results["before"] = _summary(runs, time.monotonic() - start)
-    for way, flags in (("after", []), ("vmapped", ["--vmap-models"])):
+    for way, flags in (("today", TODAY_FLAGS), ("new", new_flags(block_steps))):
         if way in ways:
             start = time.monotonic()
             outs = [str(work / way / f"model-{number}") for number in range(len(weights))]
             stats = _finetune(common(tasks) + [arg for files in weights for arg in ("--weights", *files)]
                               + ["--out", *outs] + flags, work / f"{way}.stats.json")
             results[way] = _summary([({out: n for n, out in enumerate(outs)}, stats)], time.monotonic() - start)
+            results[way]["settings"] = stats["settings"]
     done = [way for way in WAYS if way in results]
     results["ratios"] = {f"{new}/{old}": ratios(results[old], results[new])
                          for number, new in enumerate(done) for old in done[:number]}
@@ -188,7 +217,8 @@ def ratios(old, new):
                                              / max(old["updates_per_second_per_model"], 1e-9)),
             "updates_per_second_all_models": (new["updates_per_second_all_models"]
                                               / max(old["updates_per_second_all_models"], 1e-9)),
-            "compiles": old["compiles"] / max(new["compiles"], 1)}
+            "compiles": old["compiles"] / max(new["compiles"], 1),
+            "train_programs": old["train_programs"] / max(new["train_programs"], 1)}
 
 
 def table(results):
@@ -198,7 +228,8 @@ def table(results):
             ("updates (all models)", "updates", "{}"), ("training loops, s", "train_seconds", "{:.1f}"),
             ("updates/s per model", "updates_per_second_per_model", "{:.1f}"),
             ("updates/s, all models", "updates_per_second_all_models", "{:.1f}"),
-            ("compiles", "compiles", "{}"), ("compile time, s", "compile_seconds", "{:.1f}"),
+            ("compiles", "compiles", "{}"), ("training programs", "train_programs", "{}"),
+            ("compile time, s", "compile_seconds", "{:.1f}"),
             ("traces", "traces", "{}")]
     lines = [f"{'':<24}" + "".join(f"{way:>12}" for way in ways)]
     for label, key, form in rows:
@@ -223,15 +254,23 @@ def main(argv=None):
     parser.add_argument("--synthetic-length", type=int, default=128, help="synthetic tasks: max_seq_length")
     parser.add_argument("--seeds", type=int, default=1)
     parser.add_argument("--hparams", default="", help="FinetuningConfig overrides (JSON) for both ways")
-    parser.add_argument("--ways", default=",".join(WAYS))
+    parser.add_argument("--ways", default="today,new", help=f"some of {', '.join(WAYS)}")
+    parser.add_argument("--steps-per-dispatch", type=int, default=16, help="the new way's K")
+    parser.add_argument("--lengths", choices=("glue", "uniform"), default="glue",
+                        help="synthetic tasks' lengths: like GLUE's, or uniform up to --synthetic-length")
     parser.add_argument("--work", type=pathlib.Path, default=None, help="where runs go (default: a new temp folder)")
     parser.add_argument("--json", type=pathlib.Path, default=None, help="also write the results here")
     args = parser.parse_args(argv)
     results = measure(args.work, args.tasks_dir, args.model_size, args.models, tuple(args.tasks.split(",")),
                       args.scale, args.seeds, json.loads(args.hparams) if args.hparams else None,
-                      tuple(args.ways.split(",")), args.synthetic_length, args.before_models, args.model_hparams)
+                      tuple(args.ways.split(",")), args.synthetic_length, args.before_models, args.model_hparams,
+                      args.steps_per_dispatch, args.lengths)
     print(f"device {results['device']}; {args.model_size}, {args.models} models, tasks {args.tasks}, "
-          f"{args.seeds} seed(s){'' if args.tasks_dir else f', synthetic at scale {args.scale}'}")
+          f"{args.seeds} seed(s), K = {args.steps_per_dispatch}"
+          f"{'' if args.tasks_dir else f', synthetic at scale {args.scale}, {args.lengths} lengths'}")
+    for way in ("today", "new"):
+        if way in results:
+            print(f"{way}: {results[way]['settings']}")
     print(table(results))
     if args.json:
         args.json.write_text(json.dumps(results, indent=2) + "\n")

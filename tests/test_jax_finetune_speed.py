@@ -7,8 +7,9 @@ the shared program, with the schedule's step counts as inputs and the last batch
 and learning rates of a trainer that compiles its own steps the old way (own programs, the last batch at
 its size, step counts as constants); --bf16's encoder computes in bfloat16 and its first loss is
 float32's within rounding; the CLI trains two models on both tasks in one process, the task
-with fewer updates first, and writes each model's results file. The benchmark's measure() runs the old way
-and the vmapped one on a tiny config and returns their figures (structure only, not speed).
+with more updates first, and writes each model's results file. The benchmark's measure() runs today's path
+and the new one (buckets, K updates per dispatch) on a tiny config and returns their figures: the new one
+compiles at most one training program per bucket (speed is printed, never asserted).
 """
 import json
 import pathlib
@@ -116,7 +117,7 @@ SCRIPT = textwrap.dedent('''
     results["losses"] = losses
 
     # 5. the CLI: two models, both tasks, one process (the programs above are reused: nothing compiles)
-    # (no max_train_steps: rte 2 batches x 10 epochs = 20 updates, mrpc 3 x 3 = 9, so mrpc goes first)
+    # (no max_train_steps: rte 2 batches x 10 epochs = 20 updates, mrpc 3 x 3 = 9, so rte goes first)
     finetune.main(["--tasks-dir", str(root / "tasks"), "--config", str(root / "config.json"), "--tasks", "rte,mrpc",
                    "--weights", "none", "--weights", "none", "--out", str(root / "a"), str(root / "b"),
                    "--hparams", json.dumps(hparams), "--stats", str(root / "stats.json")])
@@ -158,8 +159,8 @@ def test_one_program_per_shape_and_the_same_numbers(tmp_path):
 
     stats = json.loads((tmp_path / "stats.json").read_text())
     order = [(pathlib.Path(job["model"]).name, job["task"]) for job in stats["jobs"]]
-    assert order == [("a", "mrpc"), ("b", "mrpc"), ("a", "rte"), ("b", "rte")]  # fewer updates first
-    assert [job["updates"] for job in stats["jobs"]] == [9, 9, 20, 20]
+    assert order == [("a", "rte"), ("b", "rte"), ("a", "mrpc"), ("b", "mrpc")]  # more updates first
+    assert [job["updates"] for job in stats["jobs"]] == [20, 20, 9, 9]
     assert stats["compiles"] == 0 and all(job["updates"] > 0 for job in stats["jobs"])
     for model in ("a", "b"):
         for task in ("rte", "mrpc"):
@@ -168,23 +169,31 @@ def test_one_program_per_shape_and_the_same_numbers(tmp_path):
     assert results["mismatched_out_exit"] == 2
 
 
-def test_the_benchmark_measures_both_ways(tmp_path, monkeypatch):
+def test_the_benchmark_measures_today_against_the_new_path(tmp_path, monkeypatch):
     from bench.finetune_jax_speed import measure, table
+    from training_jax.finetune_buckets import bucket_lengths
 
     monkeypatch.setenv("XLA_FLAGS", JAX_TEST_XLA_FLAGS)  # its JAX children compile faster; speed is not asserted
 
-    # "after" is the CLI the script above runs; "vmapped" the same process with --vmap-models; one layer compiles
-    # faster, and what is checked (the figures and their ratios) does not depend on the depth
-    results = measure(tmp_path, model_size="electra_tiny", models=1, tasks=("rte",), scale=0.003,
-                      hparams={"max_train_steps": 2}, synthetic_length=32, ways=("before", "vmapped"),
+    # "today" is the CLI the script above runs; "new" the same process with buckets and K = 2 updates per dispatch
+    # (vmapping needs two models: tests/test_jax_finetune_buckets.py); one layer compiles faster, and what is
+    # checked (the figures, the compiled training programs) does not depend on the depth
+    results = measure(tmp_path, model_size="electra_tiny", models=1, tasks=("rte",), scale=0.006,
+                      hparams={"max_train_steps": 5}, synthetic_length=64, ways=("today", "new"), block_steps=2,
                       model_hparams={"num_layers": 1})
-    for way in ("before", "vmapped"):
+    print(table(results))
+    for way in ("today", "new"):
         figures = results[way]
-        assert figures["updates"] == 2 and figures["processes"] == 1 and figures["models"] == 1
+        assert figures["updates"] == 5 and figures["processes"] == 1 and figures["models"] == 1
         assert figures["compiles"] > 0 and figures["wall_seconds"] > 0 and figures["updates_per_second_per_model"] > 0
         assert 0 < figures["train_seconds"] < figures["wall_seconds"] and figures["updates_per_second_all_models"] > 0
-    assert set(results["ratios"]) == {"vmapped/before"}
-    assert set(results["ratios"]["vmapped/before"]) == {"wall_time_per_model", "updates_per_second_per_model",
-                                                        "updates_per_second_all_models", "compiles"}
+    assert results["today"]["train_programs"] == 1  # one update program, every batch at 64
+    assert results["new"]["settings"] == {"platform": "cpu", "bf16": False, "length_buckets": [32, 64],
+                                          "steps_per_dispatch": 2, "vmap_models": True}
+    assert 1 <= results["new"]["train_programs"] <= len(bucket_lengths(64))  # at most one per bucket
+    assert results["today"]["settings"]["length_buckets"] is None
+    assert set(results["ratios"]) == {"new/today"}
+    assert set(results["ratios"]["new/today"]) == {"wall_time_per_model", "updates_per_second_per_model",
+                                                   "updates_per_second_all_models", "compiles", "train_programs"}
     assert results["device"].startswith("cpu")
     assert "updates/s per model" in table(results)

@@ -7,8 +7,8 @@
         --weights weights-2000.npz --out OUT [--tasks cola,sst] [--seeds 5] [--hparams JSON]
     # several models in one process (each --weights one model, each its --out, in the same order)
     KERAS_BACKEND=jax python -m training_jax.finetune --tasks-dir TASKS --config config.json \\
-        --weights electra.npz --weights mlm.npz --weights none --out OUT_E OUT_M OUT_R [--bf16] [--stats S.json] \\
-        [--vmap-models]
+        --weights electra.npz --weights mlm.npz --weights none --out OUT_E OUT_M OUT_R [--stats S.json] \\
+        [--no-bf16] [--no-length-buckets] [--steps-per-dispatch K] [--no-vmap-models]
 
 What runs is run_finetuning.py's fine-tuning: the recipe (FinetuningConfig for the model's size and the
 task), the encoder built from the pretraining config, FinetuningModel and its heads, task_loss,
@@ -23,27 +23,33 @@ come from (arrays, not a checkpoint and TSV files).
 randomly initialised from the pretraining config's seed (the same one in every trial). Repeat --weights for
 more models: all of them train in this process, with one --out each.
 
-Speed (issue 33): the jobs (model × task, all trials) run in one process, the task with the fewest
-updates first (a run stopped by a time limit has finished the short ones), and compile once per head
-kind and batch shape: JaxTrainer shares its programs across trials, models and tasks, grows the smaller
-last batch of an epoch to the batch size with rows that weigh 0 in the loss, and passes the schedule's
-step counts as inputs; the numbers are the ones each trial's own programs gave (within float32
-rounding; tests/test_jax_finetune_speed.py). --no-fixed-shapes, --no-shared-programs and
---no-sized-steps bring back the old behaviour, for bench/finetune_jax_speed.py. --bf16 computes in
-bfloat16 (float32 weights and losses): an option, not the default, until a GPU run shows its scores
-equal float32's. --stats writes the updates, training seconds and compiles (jax.monitoring) per job.
---vmap-models trains a task's models and trials together, one update vmapped over them
-(training_jax.members; the separate runs' numbers within float32 rounding, the same results files):
-an option until a GPU run measures it.
+Speed (issue 33): the jobs run in one process and compile once per head kind and batch shape: JaxTrainer
+shares its programs across trials, models and tasks, grows the smaller last batch of an epoch to the batch
+size with rows that weigh 0 in the loss, and passes the schedule's step counts as inputs; the numbers are
+the ones each trial's own programs gave (within float32 rounding; tests/test_jax_finetune_speed.py).
+--no-fixed-shapes, --no-shared-programs and --no-sized-steps bring back the old behaviour, for
+bench/finetune_jax_speed.py. --stats writes the settings, and the updates, training seconds and compiles
+(jax.monitoring) per job.
+
+Speed (issue 42), each option on by default on an accelerator and off on the CPU (training_jax.finetune_settings;
+a flag given wins; the resolved choice is logged, in --stats and in each results file's "jax_settings"):
+--bf16 computes in bfloat16 (float32 weights and losses). --length-buckets pads each training batch to the
+smallest of a few lengths (--bucket-lengths, default 32, 64, 128) that holds it, examples of similar length
+batched together (training_jax.finetune_buckets: other batches, the same update for the same examples).
+--steps-per-dispatch K runs K updates per dispatch from device-resident examples (training_jax.finetune_blocks;
+K single updates bit for bit on the CPU). --vmap-models trains the models of a task (one seed) in one update
+vmapped over them (training_jax.members; the separate runs' numbers within float32 rounding,
+tests/test_jax_finetune_vmap.py). The run goes in rounds, one seed of every task and model per round, the task
+with the most updates first within a round (task_order says why).
 
 Each task is fine-tuned alone (as the RTD-vs-MLM study does), so multitask_batches does not apply here
 (JaxTrainer itself trains mixed batches of several tasks as the TensorFlow trainer does, for a caller
 that gives TrialRunner several tasks); OUT/<task>_results.json is TrialRunner's results file (every
 trial, median/mean/std, majority baseline), rewritten after each trial and marked complete after the
 last. A task whose results are complete is skipped, so running the same command again continues.
-Batches are padded to a multiple of 32 tokens (pad_to_multiple; at most 4 lengths at 128) when
-length_bucketing is on (--hparams; off by default, as the original: every batch max_seq_length long),
-and the compiled programs are kept in JAX's persistent cache (the first OUT/.jax_cache, or
+Host-built batches (prediction, and training without --length-buckets and --steps-per-dispatch) are padded to
+a multiple of 32 tokens (pad_to_multiple; at most 4 lengths at 128) when the config's length_bucketing is on
+(--hparams; off by default, as the original: every batch max_seq_length long), and the compiled programs are kept in JAX's persistent cache (the first OUT/.jax_cache, or
 $JAX_COMPILATION_CACHE_DIR), so a later process of the same shapes reads them back. Fine-tuned models are
 not saved (that needs TensorFlow's SavedModel).
 """
@@ -63,9 +69,12 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
 from common.errors import InputError, exit_on_input_error  # noqa: E402
+from configs.loading import save_json  # noqa: E402
 from finetune.batches import grow_rows  # noqa: E402
 from finetune.loop import BaseTrainer, MixedTasks, model_inputs  # noqa: E402
+from finetune.trials import TrialRunner  # noqa: E402
 from training_jax.weights import read_weight_files  # noqa: E402
+from training_jax.finetune_settings import ACCELERATOR_BLOCK_STEPS  # noqa: E402
 from training_jax.step import with_sized_schedule  # noqa: E402
 
 DEFAULT_PAD_TO_MULTIPLE = 32
@@ -91,12 +100,17 @@ class JaxTrainer(BaseTrainer):
     - `sized_steps`: the schedule's T and W are the step's inputs (training_jax.step.SizedSchedule), not
       constants, so tasks and trials of other lengths share the program.
     The defaults compute what the per-trainer programs computed, within float32 rounding.
+    - `block_steps` K > 0: a one-task training runs K updates per dispatch from device-resident examples
+      (training_jax.finetune_blocks), its batches padded to `buckets` (a list of lengths, the largest
+      max_seq_length; training_jax.finetune_buckets), or, with buckets None, today's batches at
+      max_seq_length in today's order (then K updates are K of `step`'s). 0: one `step` per batch.
     `timings`: a list that gets {"updates", "seconds"} of each `train` call (its compiles included)."""
 
     def __init__(self, model, tasks, optimizer, config, programs=PROGRAMS, fixed_shapes=True, sized_steps=True,
-                 timings=None):
+                 timings=None, block_steps=0, buckets=None):
         super().__init__(model, tasks, optimizer, config)
         self._state, self.timings = None, timings
+        self.block_steps, self.buckets = block_steps, buckets
         self.programs, self._found = ({} if programs is None else programs), {}
         self.fixed_shapes = fixed_shapes
         schedule = optimizer._learning_rate
@@ -156,13 +170,24 @@ class JaxTrainer(BaseTrainer):
     def _build_train_fn(self, task):
         return jax.jit(self._update_fn(task), donate_argnums=self._donate)
 
-    def members_train_fn(self, task):
-        """The update vmapped over a leading member axis of the state and the batch (the models and
-        trials of one task, training_jax.members; members of one seed get copies of one batch: a batch
-        is kilobytes beside a model's megabytes, and one program serves one seed or several)."""
-        build = lambda: jax.jit(jax.vmap(self._update_fn(task), in_axes=(0, 0, None)),  # noqa: E731
-                                donate_argnums=self._donate)
-        return self._program("train vmapped", task, build)
+    def block_fn(self, task, length, together=False):
+        """The update of a block of K batches padded to `length` (finetune_blocks.block_program; one program
+        per length, K and number of members), vmapped over a leading member axis of the state when `together`."""
+        from training_jax.finetune_blocks import block_program
+
+        def build():
+            block = block_program(self._update_fn(task), length)
+            if together:
+                block = jax.vmap(block, in_axes=(0, None, None, None, None, None))
+            return jax.jit(block, donate_argnums=self._donate)
+
+        purpose = f"train block {self.block_steps} x {length}{' vmapped' if together else ''}"
+        return self._program(purpose, task, build)
+
+    def min_length(self, task):
+        from finetune.loop import min_length
+
+        return min_length(task, self.config)
 
     def _update_fn(self, task):
         """One update, (state, inputs, schedule steps) -> (state, loss), not yet compiled."""
@@ -208,7 +233,13 @@ class JaxTrainer(BaseTrainer):
 
     def train(self, train_features, num_steps, seed, reporter=None, label=""):
         start = time.monotonic()
-        last_mean = super().train(train_features, num_steps, seed, reporter, label)  # it waits for the last loss
+        if self.block_steps and len(train_features) == 1:
+            from training_jax.finetune_blocks import train_in_blocks
+
+            means, _ = train_in_blocks([self], [(train_features, num_steps, seed, reporter, label)])
+            last_mean = float(means[0])
+        else:
+            last_mean = super().train(train_features, num_steps, seed, reporter, label)  # waits for the last loss
         if self.timings is not None:
             self.timings.append({"updates": num_steps, "seconds": time.monotonic() - start})
         return last_mean
@@ -333,15 +364,27 @@ def parse_args(argv=None):
     parser.add_argument("--seeds", type=int, default=None, help="trials per task, seeds seed, seed+1, … "
                                                                 "(default 1; same as hparams num_trials)")
     parser.add_argument("--hparams", default="", help="FinetuningConfig overrides, JSON inline or a .json file")
-    parser.add_argument("--bf16", action="store_true",
-                        help="compute in bfloat16 (mixed_bfloat16: float32 weights and losses); off by default, "
-                             "the original fine-tunes in float32")
+    parser.add_argument("--bf16", action=argparse.BooleanOptionalAction, default=None,
+                        help="compute in bfloat16 (mixed_bfloat16: float32 weights and losses); default on an "
+                             "accelerator, off on the CPU (the original fine-tunes in float32)")
+    parser.add_argument("--length-buckets", action=argparse.BooleanOptionalAction, default=None,
+                        help="pad each training batch to the smallest of a few lengths that holds it, examples of "
+                             "similar length batched together (training_jax.finetune_buckets; other batches than "
+                             "without, the same update for the same examples); default on an accelerator, off on "
+                             "the CPU (--no-length-buckets: every batch max_seq_length long, in the original's order)")
+    parser.add_argument("--bucket-lengths", default="",
+                        help="the buckets, e.g. 32,64 (multiples of 8; max_seq_length is always one); default 32, "
+                             "64, ... up to max_seq_length")
+    parser.add_argument("--steps-per-dispatch", type=int, default=None, metavar="K",
+                        help=f"updates per dispatch from device-resident examples (lax.scan; the same as K single "
+                             f"updates); default {ACCELERATOR_BLOCK_STEPS} on an accelerator, 1 on the CPU, where "
+                             "without --length-buckets each batch is built and sent on its own as before")
     parser.add_argument("--stats", type=pathlib.Path, default=None,
                         help="write a JSON of this run's updates, training seconds and compiles per job")
-    parser.add_argument("--vmap-models", action="store_true",
-                        help="train the models and trials of a task together, one update vmapped over them "
-                             "(training_jax.members; the separate runs' numbers within float32 rounding); off "
-                             "by default until a GPU run measures it")
+    parser.add_argument("--vmap-models", action=argparse.BooleanOptionalAction, default=None,
+                        help="train the models of a task (of one seed) together, one update vmapped over them "
+                             "(training_jax.members; the separate runs' numbers within float32 rounding, "
+                             "tests/test_jax_finetune_vmap.py); default on an accelerator, off on the CPU")
     before = parser.add_argument_group("what the code did before (for python -m bench.finetune_jax_speed)")
     before.add_argument("--no-fixed-shapes", action="store_true",
                         help="train the smaller last batch of an epoch at its own size (a program of its own)")
@@ -372,14 +415,44 @@ def model_runs(args):
             for weights, out in zip(args.weights, args.out)]
 
 
-def job_order(models, task_data, configs):
-    """(model, task number) pairs, the fewest updates first (a run cut off has finished the short ones),
-    then in --tasks and --weights order."""
+def task_order(task_data, configs):
+    """Task numbers in the order a round trains them: the most updates first (ties in --tasks order).
+
+    The run trains in rounds, one seed of every task and model per round (the first seed of every task before
+    any second one), and a time limit stops it wherever it is: what it loses is the task in progress. Most
+    updates first makes that task a short one (RTE, MRPC), not SST-2 (half of all of GLUE's updates), which
+    the fewest-first order always left for last, so that any shortfall lost it and all the time it had trained."""
     from finetune.loop import count_steps
 
-    updates = [count_steps([d.train["count"]], c) * c.num_trials for d, c in zip(task_data, configs)]
-    jobs = [(updates[t], t, m) for t in range(len(task_data)) for m in range(len(models))]
-    return [(models[m], t, n) for n, t, m in sorted(jobs)]
+    updates = [count_steps([d.train["count"]], c) for d, c in zip(task_data, configs)]
+    return sorted(range(len(task_data)), key=lambda t: (-updates[t], t))
+
+
+class RecordingTrialRunner(TrialRunner):
+    """TrialRunner whose results files also record the run's settings (bf16, buckets, updates per dispatch,
+    vmapped: FinetuneSettings.record), and which continues only a results file of the same bf16 and buckets
+    (other ones computed other numbers: the run starts over, the old file set aside)."""
+
+    def __init__(self, settings, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.settings = settings
+
+    def jax_settings(self):
+        return self.settings.record(self.config.max_seq_length)
+
+    def write_results(self, all_trials, complete):
+        super().write_results(all_trials, complete)
+        for data in self.task_data:
+            path = self.results_path(data.task)
+            save_json({**json.loads(path.read_text()), "jax_settings": self.jax_settings()}, path)
+
+    def finished_trials(self):
+        found = super().finished_trials()
+        for data in self.task_data if found else ():
+            recorded = json.loads(self.results_path(data.task).read_text()).get("jax_settings", {})
+            if any(recorded.get(key) != self.jax_settings()[key] for key in ("bf16", "length_buckets")):
+                return None
+        return found
 
 
 @exit_on_input_error
@@ -392,7 +465,8 @@ def main(argv=None):
     from configs.pretraining_config import PretrainingConfig
     from data.progress import format_duration
     from finetune import arrays
-    from finetune.trials import TrialRunner, results_table
+    from finetune.trials import results_table
+    from training_jax import finetune_settings
     from training_jax.compiles import CompileCount, use_compile_cache
 
     started = time.monotonic()
@@ -418,34 +492,33 @@ def main(argv=None):
     names = [name for name in args.tasks.split(",") if name.strip()] or None
     task_data = arrays.load_task_data(args.tasks_dir, names)
     configs = [arrays.task_config(args.tasks_dir, d.task.name, pretraining, hparams) for d in task_data]
-    dtype = "mixed_bfloat16" if args.bf16 else None
+    device = jax.devices()[0]
+    settings = finetune_settings.resolve(args, device.platform)
+    buckets = [settings.buckets(config.max_seq_length) for config in configs]  # checked before any work
+    dtype = "mixed_bfloat16" if settings.bf16 else None
     for model in models:
         model.load_encoder = encoder_loader(pretraining, model.files, dtype)
         model.pretrained = pretrained_record(args.config, pretraining, model.files)
     timings = []
-    trainer = functools.partial(JaxTrainer, programs=None if args.no_shared_programs else PROGRAMS,
-                                fixed_shapes=not args.no_fixed_shapes, sized_steps=not args.no_sized_steps,
-                                timings=timings)
-    device = jax.devices()[0]
+
+    def trainer(task):
+        return functools.partial(
+            JaxTrainer, programs=None if args.no_shared_programs else PROGRAMS, fixed_shapes=not args.no_fixed_shapes,
+            sized_steps=not args.no_sized_steps, timings=timings,
+            block_steps=settings.steps_per_dispatch if settings.device_blocks else 0, buckets=buckets[task])
+
     log = lambda message: print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)  # noqa: E731
     log(f"device {device.platform} {device.device_kind}; jax {jax.__version__}, keras {keras.__version__}; "
         f"{len(models)} model(s): {'; '.join(m.pretrained.checkpoint for m in models)}; tasks "
-        f"{', '.join(d.task.name for d in task_data)}{'; bfloat16' if args.bf16 else ''}")
-    jobs = job_order(models, task_data, configs)
-    if args.vmap_models:  # one group per task: its models (and trials) trained together
-        groups = [[job for job in jobs if job[1] == task] for task in dict.fromkeys(job[1] for job in jobs)]
-    else:
-        groups = [[job] for job in jobs]
-    steps_left = sum(steps for _, _, steps in jobs)
-    done_steps, train_seconds, process_train_seconds, records, jobs_done = 0, 0.0, 0.0, [], 0
-    for group in groups:
-        data, config = task_data[group[0][1]], configs[group[0][1]]
-        steps_left -= sum(steps for _, _, steps in group)
-        jobs_done += len(group)
-        runners = {}
-        for model, _, _ in group:
-            runner = TrialRunner(model.pretrained, config, [data], model.out, say=log, trainer_class=trainer,
-                                 load_encoder=model.load_encoder, results_dir=model.out)
+        f"{', '.join(d.task.name for d in task_data)}; {settings.describe()}")
+    order = task_order(task_data, configs)
+    runners = {}  # (model number, task number) -> (TrialRunner, its finished trials by task)
+    for t in order:
+        data, config = task_data[t], configs[t]
+        for m, model in enumerate(models):
+            runner = RecordingTrialRunner(settings, model.pretrained, config, [data], model.out, say=log,
+                                          trainer_class=trainer(t), load_encoder=model.load_encoder,
+                                          results_dir=model.out)
             where = f"{model.out}: {data.task.name}"
             if _complete(runner.results_path(data.task), config.num_trials):
                 log(f"{where}: complete in {runner.results_path(data.task)}, skipped")
@@ -453,58 +526,70 @@ def main(argv=None):
             log(f"{where}: lr {config.learning_rate:g}, layer-wise decay {config.layerwise_lr_decay:g}, "
                 f"{config.num_train_epochs:g} epochs, batch {config.train_batch_size}: {runner.num_steps} steps "
                 f"per trial, {config.num_trials} trial(s)")
-            runners[model.out] = runner
-        if not runners:
-            continue
-        start, first_timing, job_compiles = time.monotonic(), len(timings), CompileCount()
-        if args.vmap_models:  # a task cut off between trials continues
-            updates, all_trials = run_together(list(runners.values()))
-        else:
-            all_trials = [runner.run(resume=True) for runner in runners.values()]
-            updates = [sum(t["updates"] for t in timings[first_timing:])]
-        seconds = time.monotonic() - start
-        steps = sum(s for model, _, s in group if model.out in runners)
-        train_seconds, done_steps = train_seconds + seconds, done_steps + steps
-        trained = timings[first_timing:]
-        group_train_seconds = (trained[0]["seconds"] if args.vmap_models and trained
-                               else sum(t["seconds"] for t in trained))
-        process_train_seconds += group_train_seconds
-        for out, model_updates, model_trials in zip(runners, updates, all_trials):
-            records.append({"model": str(out), "task": data.task.name, "updates": model_updates,
-                            "train_seconds": group_train_seconds, "seconds": seconds,
-                            "compiles": job_compiles.compiles, "compiled": job_compiles.names,
-                            "trained_together": len(runners) if args.vmap_models else 1})
-            log(f"{out}: {data.task.name}: done, {steps / seconds:.1f} steps/s with evaluation; "
-                f"{jobs_done}/{len(jobs)} jobs, ETA {format_duration(steps_left * train_seconds / done_steps)}; "
-                f"{compiles.compiles} compiles so far\n" + results_table(model_trials, [data]))
+            runners[m, t] = (runner, runner.trials_so_far(resume=True)[data.task.name])
+    jobs = [(key, trial) for trial in range(max((c.num_trials for c in configs), default=0)) for t in order
+            for key in sorted(k for k in runners if k[1] == t)
+            if len(runners[key][1]) <= trial < runners[key][0].config.num_trials]
+    steps_left = sum(runners[key][0].num_steps for key, _ in jobs)
+    done_steps, train_seconds, process_train_seconds, records, jobs_done = 0, 0.0, 0.0, [], 0
+    for trial in dict.fromkeys(trial for _, trial in jobs):
+        for t in order:
+            group = [runners[key] for key, r in jobs if r == trial and key[1] == t]
+            if not group:
+                continue
+            data = task_data[t]
+            start, job_compiles = time.monotonic(), CompileCount()
+            together = settings.vmap_models and len(group) > 1
+            seconds_each = train_round(group, trial, together)
+            seconds = time.monotonic() - start
+            steps = sum(runner.num_steps for runner, _ in group)
+            steps_left, jobs_done = steps_left - steps, jobs_done + len(group)
+            train_seconds, done_steps = train_seconds + seconds, done_steps + steps
+            process_train_seconds += seconds_each[0] if together else sum(seconds_each)
+            for number, ((runner, trials), member_seconds) in enumerate(zip(group, seconds_each)):
+                records.append({"model": str(runner.results_dir), "task": data.task.name, "trial": trial + 1,
+                                "updates": runner.num_steps, "train_seconds": member_seconds, "seconds": seconds,
+                                # the group's compiles, on its first job (the others' are 0)
+                                "compiles": 0 if number else job_compiles.compiles,
+                                "compiled": [] if number else job_compiles.names,
+                                "trained_together": len(group) if together else 1})
+                log(f"{runner.results_dir}: {data.task.name} seed {trial + 1}: done, {steps / seconds:.1f} steps/s "
+                    f"with evaluation; {jobs_done}/{len(jobs)} jobs, ETA "
+                    f"{format_duration(steps_left * train_seconds / done_steps)}; {compiles.compiles} compiles so "
+                    f"far\n" + results_table({data.task.name: trials}, [data]))
     if args.stats is not None:
         from common import atomic
 
         atomic.write_json(args.stats, {
-            "device": f"{device.platform} {device.device_kind}", "jobs": records,
+            "device": f"{device.platform} {device.device_kind}", "settings": settings.record(configs[0].max_seq_length)
+            if configs else None, "jobs": records,
             "train_seconds": process_train_seconds,  # the training loops' wall time (models together count once)
             "compiles": compiles.compiles, "compile_seconds": compiles.compile_seconds, "traces": compiles.traces,
             "seconds": time.monotonic() - started})
     return models[0].out if len(models) == 1 else [model.out for model in models]
 
 
-def run_together(runners):
-    """The runners' trials (one task each, the same task; each resumed where its results file stops)
-    built as TrialRunner builds them, trained at once (training_jax.members) and then scored and
-    recorded one by one as TrialRunner.run does. Returns (updates per runner, {task: trials} per runner)."""
+def train_round(group, trial, together):
+    """Trial `trial` of each (TrialRunner, its finished trials) of `group` (one task, one model each), trained
+    together (one vmapped update, training_jax.members) or one after another, then scored and recorded as
+    TrialRunner.run does (its results file rewritten). Returns each one's training seconds."""
     from training_jax.members import train_members
 
-    done = [runner.trials_so_far(resume=True) for runner in runners]
-    members = [(runner, trials, trial) for runner, trials in zip(runners, done)
-               for trial in range(len(next(iter(trials.values()))), runner.config.num_trials)]
-    updates = [runner.num_steps * sum(1 for member in members if member[0] is runner) for runner in runners]
-    if members:
-        started = [runner.start_trial(trial) for runner, _, trial in members]
-        seconds = train_members([trial.trainer for trial in started],
-                                [member[0].train_arguments(trial) for member, trial in zip(members, started)])
-        for (runner, trials, trial), begun in zip(members, started):
-            runner.record_trial(trials, trial, runner.score_trial(begun, seconds))
-    return updates, done
+    if together:
+        started = [runner.start_trial(trial) for runner, _ in group]
+        seconds = train_members([s.trainer for s in started],
+                                [runner.train_arguments(s) for (runner, _), s in zip(group, started)])
+        for (runner, trials), begun in zip(group, started):
+            runner.record_trial({runner.task_data[0].task.name: trials}, trial, runner.score_trial(begun, seconds))
+        return [seconds] * len(group)
+    seconds = []
+    for runner, trials in group:
+        begun = runner.start_trial(trial)
+        start = time.monotonic()
+        begun.trainer.train(*runner.train_arguments(begun))
+        seconds.append(time.monotonic() - start)
+        runner.record_trial({runner.task_data[0].task.name: trials}, trial, runner.score_trial(begun, seconds[-1]))
+    return seconds
 
 
 def _complete(path, num_trials):

@@ -1,0 +1,69 @@
+"""What a JAX fine-tuning run computes with, resolved once from its flags and the platform, logged and recorded.
+
+As for pretraining (training_jax.speed_settings), an accelerator's window is short, so there every option that
+computes the same update (within rounding) is on by default: bfloat16 compute, length buckets (the same update
+for the same examples; the batches are other random sets), K updates per dispatch (K single updates) and the
+models of a task vmapped (the separate runs' numbers within float32 rounding). On the CPU the defaults are
+today's: float32, every batch max_seq_length long in the original's order, one update per dispatch, one model
+after another. A flag the user gives always wins.
+"""
+import dataclasses
+from typing import Optional
+
+from common.errors import InputError
+from training_jax.finetune_buckets import bucket_lengths, parse_buckets
+from training_jax.speed_settings import is_accelerator
+
+ACCELERATOR_BLOCK_STEPS = 16  # updates per dispatch on an accelerator: GLUE's smallest task (RTE) has 78 per epoch
+
+
+@dataclasses.dataclass(frozen=True)
+class FinetuneSettings:
+    platform: str
+    bf16: bool
+    length_buckets: bool
+    bucket_lengths: str  # --bucket-lengths as given ("": 32, 64, ... up to max_seq_length)
+    steps_per_dispatch: int
+    vmap_models: bool
+
+    @property
+    def device_blocks(self):
+        """Training from device-resident examples in blocks (training_jax.finetune_blocks), not host batches:
+        with buckets, K > 1 or vmapped models (training_jax.members trains blocks)."""
+        return self.length_buckets or self.steps_per_dispatch > 1 or self.vmap_models
+
+    def buckets(self, max_seq_length) -> Optional[list]:
+        """The bucket lengths of a task of this max_seq_length; None without length buckets."""
+        if not self.length_buckets:
+            return None
+        try:
+            return (parse_buckets(self.bucket_lengths, max_seq_length) if self.bucket_lengths
+                    else bucket_lengths(max_seq_length))
+        except ValueError as error:
+            raise InputError(f"--bucket-lengths {self.bucket_lengths}: {error}") from None
+
+    def describe(self):
+        return (f"{'bfloat16' if self.bf16 else 'float32'}; length buckets "
+                f"{(self.bucket_lengths or 'auto') if self.length_buckets else 'off'}; {self.steps_per_dispatch} "
+                f"update(s) per dispatch; models {'vmapped together' if self.vmap_models else 'one after another'}")
+
+    def record(self, max_seq_length):
+        """What a results file records: the choices as resolved, the task's buckets spelled out."""
+        return {"platform": self.platform, "bf16": self.bf16, "length_buckets": self.buckets(max_seq_length),
+                "steps_per_dispatch": self.steps_per_dispatch, "vmap_models": self.vmap_models}
+
+
+def resolve(args, platform) -> FinetuneSettings:
+    """The run's settings: each flag as given, or the platform's default (module docstring)."""
+    accelerator = is_accelerator(platform)
+
+    def chosen(value, default):
+        return default if value is None else value
+
+    steps = chosen(args.steps_per_dispatch, ACCELERATOR_BLOCK_STEPS if accelerator else 1)
+    if steps < 1:
+        raise InputError(f"--steps-per-dispatch {steps}: must be at least 1")
+    return FinetuneSettings(platform=str(platform), bf16=chosen(args.bf16, accelerator),
+                            length_buckets=chosen(args.length_buckets, accelerator),
+                            bucket_lengths=args.bucket_lengths, steps_per_dispatch=steps,
+                            vmap_models=chosen(args.vmap_models, accelerator))
