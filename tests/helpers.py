@@ -284,3 +284,43 @@ def synthetic_batch(rng, batch_size, seq_length, vocab_size, cls_id=101, sep_id=
     segment_ids = ((positions > middle[:, None]) & (input_mask == 1)).astype("int32")
     return {"input_ids": input_ids.astype("int32"), "input_mask": input_mask, "segment_ids": segment_ids}
 
+
+# ---------------------------------------------------------------- a benchmark's workers in this process
+def run_module_here(command, *unused, check=False, **options):
+    """subprocess.run's stand-in for a benchmark's worker `python -m bench.X ARGS`: bench.X.main(ARGS) in this
+    process, its stdout captured and returned as subprocess.run(..., capture_output=True, text=True) returns it
+    (tests/test_bench_modules.py: the workers' code runs without seconds of imports per process)."""
+    import contextlib
+    import importlib
+    import io
+
+    python, flag, module, *args = command
+    assert (python, flag) == (sys.executable, "-m") and module.startswith("bench."), command
+    out = io.StringIO()
+    code = 0
+    with contextlib.redirect_stdout(out):
+        try:
+            importlib.import_module(module).main(args)
+        except SystemExit as exit:
+            code = exit.code if isinstance(exit.code, int) else 1
+    completed = subprocess.CompletedProcess(command, code, out.getvalue(), "")
+    if check:
+        completed.check_returncode()
+    return completed
+
+
+def start_script_under_jax(script, repo_root):
+    """run_script_under_jax's process, started and not waited for (it runs beside the caller's own work): read
+    its RESULTS with script_results."""
+    env = dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu", PYTHONPATH=str(repo_root),
+               XLA_FLAGS=JAX_TEST_XLA_FLAGS)
+    return subprocess.Popen([sys.executable, "-c", script], cwd=repo_root, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def script_results(process, timeout=300):
+    """The JSON a start_script_under_jax process printed after "RESULTS"; fails with its stderr if it did not."""
+    stdout, stderr = process.communicate(timeout=timeout)
+    lines = [line for line in stdout.splitlines() if line.startswith("RESULTS")]
+    assert process.returncode == 0 and lines, stderr[-3000:]
+    return json.loads(lines[-1][len("RESULTS"):])

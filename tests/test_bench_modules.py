@@ -1,0 +1,281 @@
+"""Every benchmark in bench/ runs at its smallest size (a micro model, one step, one setting), so that a change
+that breaks one fails `make test` rather than the next person who runs it; and every module in bench/ names the
+test that runs it (COVERED_BY), so that a new benchmark without one fails here.
+
+Workers: the benchmarks that measure in fresh processes run their workers in this process here (`python -m
+bench.X ARGS` as bench.X.main(ARGS), the output captured: tests.helpers.run_module_here), which keeps their
+command lines, argument parsing and RESULT lines under test without seconds of imports per process; the real
+process boundary (bench/worker_process.run_worker) is tests/test_bench_dense_grad.py's. The JAX benchmarks share
+one JAX process, started with this module's first test so that it runs beside the TensorFlow ones. Only what the
+benchmarks print is checked (rows parsed, finite numbers), never a speed."""
+import gzip
+import json
+import math
+import pathlib
+import re
+import textwrap
+import types
+
+import pytest
+
+from tests.helpers import MICRO_MODEL, run_module_here, script_results, start_script_under_jax
+
+REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
+HERE = "tests/test_bench_modules.py"
+
+# bench module -> the test that runs it
+COVERED_BY = {
+    "build_speed": HERE,
+    "checkpoint_write_cpu": HERE,
+    "dense_grad_cpu": "tests/test_bench_dense_grad.py",
+    "dropout_rng_cpu": "tests/test_bench_dropout_rng.py",
+    "finetune_bucketing": HERE,
+    "finetune_jax_speed": "tests/test_jax_finetune_speed.py",
+    "finetune_threads": HERE,
+    "flops": "tests/test_bench_flops.py",
+    "gpu_speed": "tests/test_bench_gpu_speed.py",
+    "jax_startup": HERE,
+    "predict_vs_hf": HERE,
+    "pretrain_step_cpu": HERE,
+    "pretrain_step_gpu": "tests/test_bench_gpu_speed.py",
+    "profile_step_cpu": "tests/test_bench_profile.py",
+    "returned_sizes": HERE,
+    "worker_process": HERE,  # run_worker's side here; its real worker processes: tests/test_bench_dense_grad.py
+}
+MICRO_ONE_LAYER = {**MICRO_MODEL, "num_layers": 1}
+NUMBER = r"[\d,]+(?:\.\d+)?"
+
+
+def bench_modules():
+    return sorted(path.stem for path in (REPO_ROOT / "bench").glob("*.py") if path.stem != "__init__")
+
+
+def names_module(test_source, module):
+    """Whether a test's source refers to bench's `module` (imported, run with -m, or named by path)."""
+    return re.search(rf"bench[./]{module}\b|from bench import [\w, ]*\b{module}\b", test_source) is not None
+
+
+def test_every_bench_module_has_a_test_that_runs_it():
+    modules = bench_modules()
+    assert [m for m in modules if m not in COVERED_BY] == [], "add the new bench module's test to COVERED_BY"
+    assert [m for m in COVERED_BY if m not in modules] == [], "COVERED_BY names a module bench/ no longer has"
+    for module, test in COVERED_BY.items():
+        source = (REPO_ROOT / test).read_text(encoding="utf-8")
+        assert names_module(source, module), f"{test} does not name bench.{module}"
+
+
+def numbers(text):
+    return [float(value.replace(",", "")) for value in re.findall(NUMBER, text)]
+
+
+def assert_finite_positive(values):
+    assert values and all(math.isfinite(v) and v > 0 for v in values), values
+
+
+def table_row(printed, first_cell):
+    """{column: cell} of the printed markdown table's row that starts with `first_cell`."""
+    lines = printed.splitlines()
+    row = next((i for i, line in enumerate(lines) if line.startswith(f"| {first_cell} |")), None)
+    assert row is not None, (first_cell, printed[-3000:])
+    header = next(lines[i] for i in range(row, -1, -1) if lines[i + 1].startswith("|---"))
+    return dict(zip(table_cells(header), table_cells(lines[row])))
+
+
+def table_cells(line):
+    return [cell.strip() for cell in line.strip("|").split("|")]
+
+
+# ------------------------------------------------------------------------------------------- workers in-process
+def workers_here(monkeypatch, module):
+    """`module`'s worker processes run in this process instead (tests.helpers.run_module_here)."""
+    monkeypatch.setattr(module, "subprocess", types.SimpleNamespace(run=run_module_here))
+
+
+# ------------------------------------------------------------------------------------------- shared data stand-in
+@pytest.fixture(scope="module")
+def shared_stand_in(tmp_path_factory):
+    """../shared/data's layout, tiny: a vocabulary that spells any lower-case English (as BERT's), SST-2's
+    train and dev TSVs, one WikiExtractor shard of gzipped English."""
+    from tests.helpers import write_corpus
+    from tests.onnx_fixtures import WORDS, write_vocab
+
+    root = tmp_path_factory.mktemp("shared")
+    write_vocab(root / "vocab" / "bert-base-uncased-vocab.txt")
+    rows = [" ".join(WORDS[(i * 7 + j * 3) % len(WORDS)] for j in range(3 + i % 9)) for i in range(96)]
+    for split, count in (("train", 64), ("dev", 32)):
+        lines = ["sentence\tlabel"] + [f"{rows[i]}\t{i % 2}" for i in range(count)]
+        (root / "glue" / "SST-2").mkdir(parents=True, exist_ok=True)
+        (root / "glue" / "SST-2" / f"{split}.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    corpus = write_corpus(tmp_path_factory.mktemp("corpus"), num_files=1)
+    paragraphs = corpus.joinpath("part0.txt").read_text(encoding="utf-8").split("\n\n")
+    articles = "".join(f'<doc id="{i}" title="t{i}">\nt{i}\n\n{text}\n</doc>\n' for i, text in enumerate(paragraphs))
+    shard = root / "corpus" / "enwiki_wikiextractor" / "enwiki_part00.txt.gz"
+    shard.parent.mkdir(parents=True)
+    with gzip.open(shard, "wt", encoding="utf-8") as f:
+        f.write(articles)
+    return root
+
+
+# ------------------------------------------------------------------------------------------- TensorFlow, here
+def test_pretrain_step_cpu(monkeypatch, capsys):
+    from bench import pretrain_step_cpu, worker_process
+
+    workers_here(monkeypatch, worker_process)
+    pretrain_step_cpu.main(["--variants", "tf-fp32", "--no-peak", "--batch-size", "2", "--seq-length", "16",
+                            "--steps", "1", "--warmup", "1", "--threads", "1", "--model-size", "electra_tiny",
+                            "--model-hparams", json.dumps(MICRO_ONE_LAYER)])
+    printed = capsys.readouterr().out
+    row = table_row(printed, "tf-fp32")
+    assert_finite_positive(numbers(row["first step s"] + " " + row["sequences/s"] + " " + row["tokens/s"]))
+    assert row["× HF"] == "n/a" and "[tf-fp32] done" in printed
+
+
+def test_checkpoint_write_cpu(tmp_path, capsys):
+    from bench import checkpoint_write_cpu
+
+    checkpoint_write_cpu.main(["--model-size", "electra_tiny", "--work", str(tmp_path / "work"), "--repeats", "1"])
+    printed = capsys.readouterr().out
+    rows = re.findall(rf"^(write|read) .*?({NUMBER}) s +({NUMBER})x TensorFlow's time$", printed, re.M)
+    assert [kind for kind, _, _ in rows] == ["write"] * 3 + ["read"] * 3, printed
+    assert_finite_positive([float(ratio) for _, _, ratio in rows])
+
+
+def test_finetune_bucketing(shared_stand_in, monkeypatch, capsys):
+    from bench import finetune_bucketing
+
+    monkeypatch.setenv("ELECTRA_SHARED_DATA", str(shared_stand_in))
+    finetune_bucketing.main(["--tasks", "sst", "--model-size", "electra_tiny", "--model-hparams",
+                             json.dumps(MICRO_ONE_LAYER), "--steps", "1", "--repeats", "1"])
+    printed = capsys.readouterr().out
+    rows = dict(re.findall(rf"^sst +(bucketed|fixed 128) +({NUMBER} +{NUMBER})$", printed, re.M))
+    assert set(rows) == {"bucketed", "fixed 128"}, printed
+    assert_finite_positive(numbers(" ".join(rows.values())))
+    assert re.search(rf"^sst +speed-up of bucketing: {NUMBER}x$", printed, re.M), printed
+
+
+def test_finetune_threads(shared_stand_in, monkeypatch, capsys):
+    from bench import finetune_threads
+
+    monkeypatch.setenv("ELECTRA_SHARED_DATA", str(shared_stand_in))
+    workers_here(monkeypatch, finetune_threads)
+    finetune_threads.main(["--tasks", "sst", "--steps", "1", "--repeats", "1", "--hparams",
+                           json.dumps({"model_size": "electra_tiny", "model_hparam_overrides": MICRO_ONE_LAYER})])
+    printed = capsys.readouterr().out
+    rates = dict(re.findall(rf"^sst +inter-op (default|one) +examples/s ({NUMBER})$", printed, re.M))
+    assert set(rates) == {"default", "one"}, printed
+    assert_finite_positive(numbers(" ".join(rates.values())))
+    assert re.search(rf"^sst +one inter-op thread / default: {NUMBER}x$", printed, re.M), printed
+
+
+def test_build_speed(shared_stand_in, monkeypatch, capsys):
+    from bench import build_speed
+
+    monkeypatch.setenv("ELECTRA_SHARED_DATA", str(shared_stand_in))
+    build_speed.main(["--megabytes", "0.02", "--baseline-megabytes", "0.01", "--processes", "1",
+                      "--text-multiples", "1"])
+    printed = capsys.readouterr().out
+    original = table_row(printed, "original-style (Python tokenizer, protobuf per example), 1 process")
+    ours = table_row(printed, "this builder, 1 process")
+    assert_finite_positive(numbers(original["tokens/s"] + " " + ours["tokens/s"] + " " +
+                                   ours["peak RSS (largest process)"]))  # MB/s of 20 kB can print as 0.00
+    assert "Builder command: python build_pretraining_dataset.py" in printed
+
+
+@pytest.fixture
+def predict_work_dir(tmp_path, shared_stand_in):
+    """bench.predict_vs_hf's --work-dir as its prepare() leaves it (a model folder, its fine-tuned SST-2 folder,
+    their Hugging Face and ONNX exports), with a 1-layer micro model in place of electra_small: prepare() then
+    finds everything made."""
+    from bench.predict_vs_hf import MODEL_NAME
+    from checkpoints import export
+    from tests.checkpoint_fixtures import micro_model_folder
+    from tests.onnx_fixtures import finetuned_folder
+
+    work = tmp_path / "work"
+    vocab = shared_stand_in / "vocab" / "bert-base-uncased-vocab.txt"
+    folder = micro_model_folder(work / "data", vocab, step=1, name=MODEL_NAME, num_layers=1)
+    finetuned = finetuned_folder(pathlib.Path(folder) / "finetuning_models" / "sst_model_1", vocab, "classification")
+    export.main(["--model-dir", str(folder), "--format", "hf", "--output", str(work / "hf")])
+    export.main(["--model-dir", str(finetuned), "--format", "onnx", "--output", str(work / "onnx")])
+    return work
+
+
+def test_predict_vs_hf(predict_work_dir, shared_stand_in, monkeypatch, capsys):
+    import torch
+
+    from bench import predict_vs_hf, worker_process
+    from inference import onnx_folder, predict
+
+    monkeypatch.setenv("ELECTRA_SHARED_DATA", str(shared_stand_in))
+    workers_here(monkeypatch, worker_process)
+    for module, name in ((predict, "load_predictor"), (onnx_folder, "open_session")):  # the workers replace them
+        monkeypatch.setattr(module, name, getattr(module, name))
+    monkeypatch.setattr(torch, "set_num_interop_threads", lambda threads: None)  # settable once per process
+    threads = torch.get_num_threads()
+    try:
+        table = predict_vs_hf.main(["--work-dir", str(predict_work_dir), "--hf-batch-sizes", "8", "--repeats", "1",
+                                    "--threads", "1", "--train-steps", "1", "--warmup-steps", "1",
+                                    "--train-settings", "random,hf"])
+    finally:
+        torch.set_num_threads(threads)
+    printed = capsys.readouterr().out
+    for label in ("ours, python -m inference.predict", "ONNX Runtime, the same command", "Hugging Face pipeline, "
+                  "batch_size 8", "ours, random batches padded to their longest", "Hugging Face Trainer"):
+        line = next((line for line in printed.splitlines() if line.strip().startswith(label)), None)
+        assert line, (label, printed[-3000:])
+        assert_finite_positive(numbers(line.split(":", 1)[1].split("(")[0]))
+    assert re.search(r"labels: ONNX Runtime float32 equals TensorFlow on \d+ of 32 sentences", printed), printed
+    assert set(table) == {"predict", "train"} and math.isfinite(table["predict"]["ratio"])
+
+
+# ------------------------------------------------------------------------------------------- JAX, one process
+JAX_SCRIPT = textwrap.dedent('''
+    import contextlib, io, json, sys, types
+    sys.modules["tensorflow"] = None
+    from bench import jax_startup, returned_sizes, worker_process
+    from tests.helpers import run_module_here
+
+    worker_process.subprocess = types.SimpleNamespace(run=run_module_here)  # the three builds in this process
+    printed = {}
+    for name, module, argv in (
+            ("jax_startup", jax_startup, ["--model-size", "electra_tiny", "--hparams", HPARAMS, "--work", WORK]),
+            ("returned_sizes", returned_sizes, ["--model-size", "electra_tiny", "--one-model", "--work",
+                                                WORK + "/returned", "--vocab-file", VOCAB])):
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            module.main(argv)
+        printed[name] = out.getvalue()
+    print("RESULTS" + json.dumps(printed))
+''')
+
+
+@pytest.fixture(scope="module", autouse=True)
+def jax_benchmarks(request, tmp_path_factory, shared_stand_in):
+    """The JAX benchmarks' process, started with this module's first test (where its test is selected) so that
+    it runs beside the TensorFlow ones; its test reads what it printed."""
+    if not any(item.name == "test_jax_benchmarks_in_one_process" for item in request.session.items):
+        yield None
+        return
+    work = tmp_path_factory.mktemp("jax_benchmarks")
+    script = (JAX_SCRIPT.replace("HPARAMS", repr(json.dumps(MICRO_ONE_LAYER))).replace("WORK", repr(str(work)))
+              .replace("VOCAB", repr(str(shared_stand_in / "vocab" / "bert-base-uncased-vocab.txt"))))
+    process = start_script_under_jax(script, REPO_ROOT)
+    yield process
+    if process.poll() is None:
+        process.kill()
+        process.communicate()
+
+
+def test_jax_benchmarks_in_one_process(jax_benchmarks):
+    printed = script_results(jax_benchmarks)
+    startup = printed["jax_startup"]
+    for setting in ("no cache", "empty cache", "warm cache"):
+        line = re.search(rf"^  {setting} *: +({NUMBER}) s; (\d+) compiles, ({NUMBER}) s of them$", startup, re.M)
+        assert line, startup
+        assert math.isfinite(float(line.group(1))) and float(line.group(1)) > 0
+    assert re.search(rf"warm cache / no cache: {NUMBER}x the time; \d+ files cached", startup), startup
+    sizes = printed["returned_sizes"]
+    files = re.findall(rf"^\S+\t({NUMBER}) MiB$", sizes, re.M)
+    assert files and all(float(mib) >= 0 for mib in files), sizes
+    summary = re.search(rf"^(\d+) files \(limit \d+\), ({NUMBER}) MiB", sizes, re.M)
+    assert summary and int(summary.group(1)) == len(files) and float(summary.group(2)) > 0, sizes
