@@ -161,7 +161,8 @@ SCRIPT = textwrap.dedent('''
                                "scores": scores_tensors(gpu_text, 2, 4, 128)}
     results["seconds_gpu_lowering"] = time.time() - started
 
-    # (g) a pretraining update of a micro ELECTRA under mixed_bfloat16 with use_fused_attention
+    # (g) a pretraining update of a micro ELECTRA with use_fused_attention (float32: under mixed_bfloat16 the
+    # interpreted kernels double the compile time; bfloat16 inputs are checked above)
     from bench.pretrain_step_gpu import synthetic_batch
     from configs.pretraining_config import PretrainingConfig
     from pretrain.builder import build_for_training
@@ -169,7 +170,7 @@ SCRIPT = textwrap.dedent('''
     config = PretrainingConfig.create({
         "model_size": "electra_small", "model_hparam_overrides": {**MODEL, "num_layers": 1},
         "generator_hidden_size": 0.5, "vocab_size": 120, "max_seq_length": 16, "train_batch_size": 4,
-        "num_warmup_steps": 0, "mixed_precision": "mixed_bfloat16"})
+        "num_warmup_steps": 0})
     model, optimizer = build_for_training(config)
     use_fused_attention(model)
     set_on = [layer.attention_self.fused_attention_fn is flash_attention

@@ -26,6 +26,7 @@ import functools
 
 import jax
 import jax.numpy as jnp
+import keras
 from jax import lax
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as plgpu
@@ -69,7 +70,9 @@ def mix32(bits):
 def seed_words(seed):
     """uint32[2] from a keras SeedGenerator (its next state: the generator advances, functionally inside a
     keras.StatelessScope, as keras.random.dropout's draw does), a uint32[2] array, or an int."""
-    if hasattr(seed, "next") and hasattr(seed, "state"):
+    if seed is None:
+        raise ValueError("flash_attention with dropout needs a seed: the layer's SeedGenerator, uint32[2] or an int")
+    if isinstance(seed, keras.random.SeedGenerator):
         seed = seed.next()
     words = jnp.ravel(jnp.asarray(seed)).astype(jnp.uint32)
     return jnp.pad(words, (0, 2 - words.shape[0])) if words.shape[0] < 2 else words[:2]
