@@ -98,7 +98,8 @@ def _first_bad_header(buffer, header_offsets):
 
 def record_spans(buffer: np.ndarray, path) -> Tuple[np.ndarray, np.ndarray]:
     """(offset of each record's header, its data length), every checksum checked: a damaged or truncated file
-    raises InputError with the offset of the first bad record."""
+    raises InputError with the offset TensorFlow's reader names (the record's, or for a bad data checksum
+    its data's)."""
     data, size = buffer.data, buffer.size
     offsets, lengths, position = [], [], 0
     while position < size:
@@ -126,8 +127,8 @@ def _check_checksums(buffer, offsets, lengths, path):
     bad_data = None if data_good.all() else int(offsets[np.argmin(data_good)])
     if bad_header is not None and (bad_data is None or bad_header <= bad_data):
         raise _refuse(path, bad_header, "corrupted record (its length fails its CRC-32C)")
-    if bad_data is not None:
-        raise _refuse(path, bad_data, "corrupted record (its data fails its CRC-32C)")
+    if bad_data is not None:  # the offset of its data, as TensorFlow's DataLossError gives it
+        raise _refuse(path, bad_data + HEADER_BYTES, "corrupted record (its data fails its CRC-32C)")
 
 
 def read_file(path) -> np.ndarray:
