@@ -223,15 +223,19 @@ def _example_ranges(data, start, end, wanted):
 
 
 def _decode_varints(raw):
-    """The int64 values of concatenated varints (uint8 array ending with a varint's last byte)."""
+    """The int64 values of concatenated varints (uint8 array ending with a varint's last byte). The bits of a
+    varint's bytes are disjoint, so a sum of the shifted bytes is their or."""
     last = raw < 0x80
-    ends = np.flatnonzero(last)
-    starts = np.concatenate([[0], ends[:-1] + 1]).astype(np.int64)
-    if ends.size and int((ends - starts).max()) > 9:
+    if last.all():
+        return raw.astype(np.int64)
+    begins = np.empty(raw.size, bool)
+    begins[0], begins[1:] = True, last[:-1]
+    indices = np.arange(raw.size)
+    position = indices - np.maximum.accumulate(np.where(begins, indices, 0))
+    if position.max() > 9:
         raise _NotAnExample("a varint longer than 10 bytes")
-    position = np.arange(raw.size) - np.repeat(starts, ends - starts + 1)
-    parts = (raw & 0x7F).astype(np.uint64) << (np.uint64(7) * position.astype(np.uint64))
-    return np.bitwise_or.reduceat(parts, starts).view(np.int64) if ends.size else np.zeros(0, np.int64)
+    parts = (raw & 0x7F).astype(np.int64) << (7 * position)
+    return np.add.reduceat(parts, np.flatnonzero(begins))
 
 
 def _gather_ranges(buffer, starts, ends):
@@ -240,18 +244,16 @@ def _gather_ranges(buffer, starts, ends):
     return buffer[offsets + np.arange(int(lengths.sum()))]
 
 
-def _feature_arrays(buffer, record_ranges, name, length, path, offsets):
-    """[records, length] int32 of one feature from its varint ranges per record; a record of another length is
-    refused as tf.io.FixedLenFeature refuses it."""
-    owner = np.repeat(np.arange(len(record_ranges)), [len(r) for r in record_ranges])
-    spans = np.array([span for ranges in record_ranges for span in ranges], np.int64).reshape(-1, 2)
+def _feature_arrays(buffer, owner, spans, count, name, length, path, offsets):
+    """[count, length] int32 of one feature from its varint ranges (`spans` [n, 2], record `owner` of each, in
+    record order); a record of another length is refused as tf.io.FixedLenFeature refuses it."""
     raw = _gather_ranges(buffer, spans[:, 0], spans[:, 1])
     unfinished = spans[:, 1] > spans[:, 0]
     unfinished[unfinished] = buffer[spans[unfinished, 1] - 1] >= 0x80
     if unfinished.any():
         raise _refuse(path, int(offsets[owner[np.argmax(unfinished)]]), f"not a tf.train.Example ({name}: a "
                       "varint runs past its field)")
-    counts = np.bincount(np.repeat(owner, spans[:, 1] - spans[:, 0])[raw < 0x80], minlength=len(record_ranges))
+    counts = np.bincount(np.repeat(owner, spans[:, 1] - spans[:, 0])[raw < 0x80], minlength=count)
     if (counts != length).any():
         wrong = int(np.argmax(counts != length))
         raise _refuse(path, int(offsets[wrong]), f"an example with {counts[wrong]} values of {name}, the dataset's "
@@ -260,24 +262,92 @@ def _feature_arrays(buffer, record_ranges, name, length, path, offsets):
         values = _decode_varints(raw)
     except _NotAnExample as error:
         raise _refuse(path, int(offsets[0]), f"not a tf.train.Example ({error})") from None
-    return values.astype(np.int32).reshape(len(record_ranges), length)
+    return values.astype(np.int32).reshape(count, length)
+
+
+def _varints_at(buffer, positions, ends, width=5):
+    """(values, positions after, ok) of the varints at `positions`: ok where one ends within `width` bytes and
+    before `ends` (lengths in these messages need at most 5 bytes)."""
+    window = buffer[np.minimum(positions[:, None] + np.arange(width), buffer.size - 1)]
+    last = window < 0x80
+    size = np.argmax(last, axis=1) + 1
+    parts = np.where(np.arange(width) < size[:, None], (window & 0x7F).astype(np.int64) << (7 * np.arange(width)), 0)
+    return parts.sum(axis=1), positions + size, last.any(axis=1) & (positions + size <= ends)
+
+
+def _tag_at(buffer, positions, ends, tag):
+    return (positions < ends) & (buffer[np.minimum(positions, buffer.size - 1)] == tag)
+
+
+def _delimited(buffer, positions, ends, tag):
+    """(payload start, payload end, ok) of a length-delimited field with this one-byte tag at `positions`."""
+    length, start, ok = _varints_at(buffer, positions + 1, ends)
+    return start, start + length, ok & _tag_at(buffer, positions, ends, tag) & (start + length <= ends)
+
+
+def _key_is(buffer, start, end, key):
+    window = buffer[np.minimum(start[:, None] + np.arange(len(key)), buffer.size - 1)]
+    return (end - start == len(key)) & (window == np.frombuffer(key, np.uint8)).all(axis=1)
+
+
+def _canonical_ranges(buffer, starts, ends):
+    """The packed payload of each feature of records laid out as every TensorFlow or data.tfrecords writer
+    lays them out (one Features, map entries of key then an int64_list holding one packed run), found for all
+    records at once: (ok, {name: [records, 2] payload ranges}). Records not ok go through _example_ranges."""
+    features_start, features_end, ok = _delimited(buffer, starts, ends, 0x0A)
+    ok &= features_end == ends
+    found = {name: np.zeros((len(starts), 2), np.int64) for name in FEATURE_NAMES}
+    seen = {name: np.zeros(len(starts), bool) for name in FEATURE_NAMES}
+    cursor = features_start.copy()
+    while True:
+        rows = np.flatnonzero(ok & (cursor < features_end))
+        if not rows.size:
+            break
+        entry_start, entry_end, good = _delimited(buffer, cursor[rows], features_end[rows], 0x0A)
+        key_start, key_end, key_good = _delimited(buffer, entry_start, entry_end, 0x0A)
+        value_start, value_end, value_good = _delimited(buffer, key_end, entry_end, 0x12)
+        list_start, list_end, list_good = _delimited(buffer, value_start, value_end, 0x1A)
+        run_start, run_end, run_good = _delimited(buffer, list_start, list_end, 0x0A)
+        good &= key_good & value_good & list_good & run_good & (value_end == entry_end) & (
+            list_end == value_end) & (run_end == list_end)
+        for name in FEATURE_NAMES:
+            match = good & _key_is(buffer, key_start, key_end, name.encode())
+            good &= ~(match & seen[name][rows])  # a repeated key: the general walk decides
+            found[name][rows[match]] = np.stack([run_start, run_end], axis=1)[match]
+            seen[name][rows[match]] = True
+        ok[rows[~good]] = False
+        cursor[rows] = entry_end
+    for name in FEATURE_NAMES:
+        ok &= seen[name]
+    return ok, found
 
 
 def parse_examples(buffer, offsets, lengths, max_seq_length: int, path) -> Dict[str, np.ndarray]:
     """{input_ids, input_mask, segment_ids}: [records, max_seq_length] int32, as tf.io.parse_example with
-    FixedLenFeature([max_seq_length], tf.int64) and the cast to int32 give them."""
+    FixedLenFeature([max_seq_length], tf.int64) and the cast to int32 give them. Records in the usual layout
+    are located all at once; any other (unpacked values, other features, repeated keys) walked one by one."""
+    starts = offsets + HEADER_BYTES
+    canonical, found = _canonical_ranges(buffer, starts, starts + lengths)
+    owners = {name: [np.flatnonzero(canonical)] for name in FEATURE_NAMES}
+    spans = {name: [found[name][canonical]] for name in FEATURE_NAMES}
     data, wanted = buffer.data, {name.encode(): name for name in FEATURE_NAMES}
-    per_feature = {name: [] for name in FEATURE_NAMES}
-    for offset, length in zip(offsets.tolist(), lengths.tolist()):
-        start = offset + HEADER_BYTES
+    for record in np.flatnonzero(~canonical).tolist():
+        start = int(starts[record])
         try:
-            found = _example_ranges(data, start, start + length, wanted)
+            ranges = _example_ranges(data, start, start + int(lengths[record]), wanted)
         except _NotAnExample as error:
-            raise _refuse(path, offset, f"not a tf.train.Example of int64 features ({error})") from None
+            raise _refuse(path, int(offsets[record]), f"not a tf.train.Example of int64 features ({error})") from None
         for name in FEATURE_NAMES:
-            per_feature[name].append(found.get(name, ()))
-    return {name: _feature_arrays(buffer, per_feature[name], name, max_seq_length, path, offsets)
-            for name in FEATURE_NAMES}
+            record_spans = ranges.get(name, [])
+            owners[name].append(np.full(len(record_spans), record))
+            spans[name].append(np.array(record_spans, np.int64).reshape(-1, 2))
+    examples = {}
+    for name in FEATURE_NAMES:
+        owner = np.concatenate(owners[name])
+        order = np.argsort(owner, kind="stable")
+        examples[name] = _feature_arrays(buffer, owner[order], np.concatenate(spans[name])[order], len(offsets), name,
+                                         max_seq_length, path, offsets)
+    return examples
 
 
 def read_file_examples(path, max_seq_length: int) -> Dict[str, np.ndarray]:

@@ -125,7 +125,8 @@ def test_packed_unpacked_and_negative_values_parse_as_tensorflow_parses_them(tmp
     records = []
     for number in range(5):
         values = {name: rng.integers(-2 ** 40, 2 ** 40, 6).tolist() for name in reversed(tfrecords.FEATURE_NAMES)}
-        features = {name: (v, (number + k) % 2 == 0) for k, (name, v) in enumerate(values.items())}
+        packed = [(number + k) % 2 == 0 or number == 4 for k in range(3)]  # the last all packed: the fast path
+        features = {name: (v, packed[k]) for k, (name, v) in enumerate(values.items())}
         features["other"] = ([1, 2], True)  # a feature the dataset does not hold: skipped, as by TensorFlow
         records.append(hand_encoded_example(features))
     path = tmp_path / "hand.tfrecord"
