@@ -9,12 +9,14 @@ float32, every batch max_seq_length long in the original's order, one update per
 and sent by the host), one model after another. new: the same process with what an accelerator gets by default
 (training_jax.finetune_settings): length buckets, --steps-per-dispatch K updates per dispatch from
 device-resident examples, the models of a task vmapped, and bfloat16 on an accelerator (float32 on the CPU,
-where bfloat16 is emulated). before (--ways before,...): issue 33's baseline, one process per (model, task)
+where bfloat16 is emulated). blocks (--ways today,blocks,new): new without length buckets, every batch
+max_seq_length long (what buckets add: fewer padded tokens, more programs to compile). before (--ways before,...): issue 33's baseline, one process per (model, task)
 job for the first --before-models models (--no-fixed-shapes --no-shared-programs --no-sized-steps). Every way
 starts from an empty compilation cache. Printed per way: wall time (process start-ups, compiles and
 evaluation included) in all and per model, updates/s per model in its training loops (their compiles
 included; vmapped models train at once, so each one's rate is its updates over the shared loop's time),
-updates/s of all models together, compiles (jax.monitoring, all processes) and among them the training
+updates/s of all models together, the same once compiled (the trainings that compiled no training program),
+compiles (jax.monitoring, all processes) and among them the training
 programs, and the ratios between the ways. `measure(...)` returns the same as a dict; the device is printed.
 
 The models: --models - 1 weights files of randomly initialised encoders (different seeds) and the random
@@ -47,13 +49,14 @@ GLUE_LENGTHS = {"cola": (10, 17), "sst": (10, 27), "mrpc": (53, 70), "sts": (23,
 SYNTHETIC_VOCAB = 1000
 TODAY_FLAGS = ["--no-bf16", "--no-length-buckets", "--steps-per-dispatch", "1", "--no-vmap-models"]
 BEFORE_FLAGS = TODAY_FLAGS + ["--no-fixed-shapes", "--no-shared-programs", "--no-sized-steps"]
-WAYS = ("before", "today", "new")
+WAYS = ("before", "today", "blocks", "new")
 TRAIN_PROGRAMS = ("jit(update)", "jit(block)")  # the compiled names of a training step (vmapped or not)
 
 
-def new_flags(block_steps):
-    """The accelerator's defaults, forced on (bfloat16 left to the platform)."""
-    return ["--length-buckets", "--steps-per-dispatch", str(block_steps), "--vmap-models"]
+def new_flags(block_steps, buckets=True):
+    """The accelerator's defaults, forced on (bfloat16 left to the platform); the blocks way without buckets."""
+    return ["--length-buckets" if buckets else "--no-length-buckets", "--steps-per-dispatch", str(block_steps),
+            "--vmap-models"]
 
 
 def synthetic_tasks(folder, scale=0.02, tasks=tuple(GLUE_SIZES), vocab_size=SYNTHETIC_VOCAB, max_seq_length=128,
@@ -148,11 +151,13 @@ def _summary(runs, wall):
     stats_list = [stats for _, stats in runs]
     loops_seconds = sum(s["train_seconds"] for s in stats_list)  # models trained together counted once
     updates = sum(m["updates"] for m in per_model.values())
+    steady_updates, steady_seconds = steady(stats_list)
     return {"wall_seconds": wall, "wall_seconds_per_model": wall / len(per_model), "processes": len(runs),
             "models": len(per_model),
             "updates": updates, "train_seconds": loops_seconds,
             "updates_per_second_per_model": float(np.mean(rates)) if rates else 0.0,
             "updates_per_second_all_models": updates / loops_seconds if loops_seconds > 0 else 0.0,
+            "steady_updates_per_second": steady_updates / steady_seconds if steady_seconds > 0 else 0.0,
             "compiles": sum(s["compiles"] for s in stats_list),
             "train_programs": sum(name in TRAIN_PROGRAMS for s in stats_list for job in s["jobs"]
                                   for name in job["compiled"]),
@@ -160,16 +165,32 @@ def _summary(runs, wall):
             "traces": sum(s["traces"] for s in stats_list), "device": stats_list[0]["device"]}
 
 
+def steady(stats_list):
+    """(updates, training seconds) of the trainings that compiled no training program: the rate once compiled.
+    A group of models trained together counts once (its time is shared; its compiles are on its first job)."""
+    updates, seconds, groups = 0, 0.0, {}
+    for stats in stats_list:
+        for job in stats["jobs"]:
+            if job["trained_together"] > 1:
+                groups.setdefault((id(stats), job["task"], job.get("trial")), []).append(job)
+            elif not any(name in TRAIN_PROGRAMS for name in job["compiled"]):
+                updates, seconds = updates + job["updates"], seconds + job["train_seconds"]
+    for jobs in groups.values():
+        if not any(name in TRAIN_PROGRAMS for name in jobs[0]["compiled"]):
+            updates, seconds = updates + sum(job["updates"] for job in jobs), seconds + jobs[0]["train_seconds"]
+    return updates, seconds
+
+
 def measure(work=None, tasks_dir=None, model_size="electra_tiny", models=3, tasks=tuple(GLUE_SIZES), scale=0.02,
             seeds=1, hparams=None, ways=("today", "new"), synthetic_length=128, before_models=1, model_hparams=None,
             block_steps=16, lengths="glue"):
-    """Runs the ways in `ways` on the same tasks; "today" and "new" train all `models`, "before" the
+    """Runs the ways in `ways` on the same tasks; "today", "blocks" and "new" train all `models`, "before" the
     first `before_models` of them (its processes run one after another, so its time grows with the models:
     compare wall_seconds_per_model). Returns {way: summary, "ratios": {"<newer>/<older>": {...}}, "tasks",
     "model_size", "device"}, each summary with wall_seconds, wall_seconds_per_model, processes, models,
     updates, train_seconds (the training loops' wall time), updates_per_second_per_model,
     updates_per_second_all_models, compiles, train_programs (the compiled training steps), compile_seconds,
-    traces, device, and for today and new the run's settings."""
+    traces, device, and for those three the run's settings."""
     work = pathlib.Path(work or tempfile.mkdtemp(prefix="finetune_jax_speed_"))
     work.mkdir(parents=True, exist_ok=True)
     synthetic = tasks_dir
@@ -195,7 +216,8 @@ def measure(work=None, tasks_dir=None, model_size="electra_tiny", models=3, task
                 runs.append(({str(out): number}, _finetune(common([task]) + ["--weights", *files, "--out", str(out)]
                                                  + BEFORE_FLAGS, out.with_suffix(".stats.json"))))
         results["before"] = _summary(runs, time.monotonic() - start)
-    for way, flags in (("today", TODAY_FLAGS), ("new", new_flags(block_steps))):
+    for way, flags in (("today", TODAY_FLAGS), ("blocks", new_flags(block_steps, buckets=False)),
+                       ("new", new_flags(block_steps))):
         if way in ways:
             start = time.monotonic()
             outs = [str(work / way / f"model-{number}") for number in range(len(weights))]
@@ -217,6 +239,8 @@ def ratios(old, new):
                                              / max(old["updates_per_second_per_model"], 1e-9)),
             "updates_per_second_all_models": (new["updates_per_second_all_models"]
                                               / max(old["updates_per_second_all_models"], 1e-9)),
+            "steady_updates_per_second": (new["steady_updates_per_second"]
+                                          / max(old["steady_updates_per_second"], 1e-9)),
             "compiles": old["compiles"] / max(new["compiles"], 1),
             "train_programs": old["train_programs"] / max(new["train_programs"], 1)}
 
@@ -228,6 +252,7 @@ def table(results):
             ("updates (all models)", "updates", "{}"), ("training loops, s", "train_seconds", "{:.1f}"),
             ("updates/s per model", "updates_per_second_per_model", "{:.1f}"),
             ("updates/s, all models", "updates_per_second_all_models", "{:.1f}"),
+            ("updates/s once compiled", "steady_updates_per_second", "{:.1f}"),
             ("compiles", "compiles", "{}"), ("training programs", "train_programs", "{}"),
             ("compile time, s", "compile_seconds", "{:.1f}"),
             ("traces", "traces", "{}")]
@@ -268,7 +293,7 @@ def main(argv=None):
     print(f"device {results['device']}; {args.model_size}, {args.models} models, tasks {args.tasks}, "
           f"{args.seeds} seed(s), K = {args.steps_per_dispatch}"
           f"{'' if args.tasks_dir else f', synthetic at scale {args.scale}, {args.lengths} lengths'}")
-    for way in ("today", "new"):
+    for way in ("today", "blocks", "new"):
         if way in results:
             print(f"{way}: {results[way]['settings']}")
     print(table(results))

@@ -12,9 +12,10 @@ no-ops; one program for both) give the weights, logged losses and dev scores of 
 a vmapped matmul is a batched one, which XLA may sum in another order; on the CPU they come out equal bit for
 bit, and the test asks for 1e-6 of the largest weight. The CLI with --vmap-models, two models and two seeds
 writes the results files of the run without it (the same seeds, metrics within rounding), the settings
-recorded in each, and compiles no block program the steps above compiled. One block program per bucket:
+recorded in each, and compiles no block program: the one above serves a second task of another size. One block program per bucket:
 tests/test_jax_finetune_speed.py.
 """
+import itertools
 import json
 import pathlib
 import textwrap
@@ -116,11 +117,11 @@ SCRIPT = textwrap.dedent('''
     from training_jax.members import train_members
 
     root = pathlib.Path(ROOT)
-    synthetic_tasks(root / "tasks", sizes={"rte": (40, 16)}, vocab_size=100, max_seq_length=64)
+    synthetic_tasks(root / "tasks", sizes={"rte": (40, 16), "mrpc": (12, 8)}, vocab_size=100, max_seq_length=64)
     pretraining = PretrainingConfig.create({"model_size": "electra_tiny", "model_hparam_overrides": MODEL,
                                             "vocab_size": 100})
     pretraining.save(root / "config.json")
-    data = arrays.load_task_data(root / "tasks")[0]
+    data = arrays.load_task_data(root / "tasks", ["rte"])[0]
     hparams = {"train_batch_size": 4, "eval_batch_size": 8, "iterations_per_loop": 1, "warmup_proportion": 0.5,
                "save_finetuned_models": False, "learning_rate": 1e-3, "max_train_steps": 6,
                "bucket_pool_batches": 2}
@@ -199,7 +200,8 @@ SCRIPT = textwrap.dedent('''
     results["vmapped_programs"] = count.names.count("jit(block)")
     results["vmapped"] = [outcome(s, r, losses[n]) for n, (r, s) in enumerate(zip(runners, started))]
 
-    # 5. the CLI, two models and two seeds, with and without --vmap-models (K = 4: the programs above serve)
+    # 5. the CLI, two models, two seeds and two tasks, with and without --vmap-models (K = 4: the programs above
+    #    serve MRPC too, a task of other size but the same head)
     common = ["--tasks-dir", str(root / "tasks"), "--config", str(root / "config.json"), "--seeds", "2",
               "--hparams", json.dumps({**hparams, "max_train_steps": 3}), "--weights", "none", "--weights", "none"]
     for way, extra in (("vmapped", ["--vmap-models", "--steps-per-dispatch", "4"]), ("separate", [])):
@@ -241,12 +243,12 @@ def test_buckets_blocks_and_vmapped_models_compute_todays_updates(tmp_path):
 
     stats = {way: json.loads((tmp_path / way / "stats.json").read_text()) for way in ("vmapped", "separate")}
     assert [job["updates"] for job in stats["vmapped"]["jobs"]] == [job["updates"] for job in stats["separate"]["jobs"]]
-    assert [job["trained_together"] for job in stats["vmapped"]["jobs"]] == [2, 2, 2, 2]
+    assert [job["trained_together"] for job in stats["vmapped"]["jobs"]] == [2] * 8
     assert all("jit(block)" not in job["compiled"] for job in stats["vmapped"]["jobs"])  # the ones above served
     assert stats["vmapped"]["settings"]["vmap_models"] and not stats["separate"]["settings"]["vmap_models"]
-    for model in ("a", "b"):
-        vmapped = json.loads((tmp_path / "vmapped" / model / "rte_results.json").read_text())
-        separate = json.loads((tmp_path / "separate" / model / "rte_results.json").read_text())
+    for model, task in itertools.product(("a", "b"), ("rte", "mrpc")):
+        vmapped = json.loads((tmp_path / "vmapped" / model / f"{task}_results.json").read_text())
+        separate = json.loads((tmp_path / "separate" / model / f"{task}_results.json").read_text())
         assert vmapped["complete"] and vmapped["trials_done"] == 2
         assert vmapped["jax_settings"] == {"platform": "cpu", "bf16": False, "length_buckets": None,
                                            "steps_per_dispatch": 4, "vmap_models": True}

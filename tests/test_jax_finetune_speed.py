@@ -194,6 +194,7 @@ def test_the_benchmark_measures_today_against_the_new_path(tmp_path, monkeypatch
     assert results["today"]["settings"]["length_buckets"] is None
     assert set(results["ratios"]) == {"new/today"}
     assert set(results["ratios"]["new/today"]) == {"wall_time_per_model", "updates_per_second_per_model",
-                                                   "updates_per_second_all_models", "compiles", "train_programs"}
+                                                   "updates_per_second_all_models", "steady_updates_per_second",
+                                                   "compiles", "train_programs"}
     assert results["device"].startswith("cpu")
     assert "updates/s per model" in table(results)

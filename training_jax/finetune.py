@@ -99,17 +99,16 @@ class JaxTrainer(BaseTrainer):
       grows its last batch to eval_batch_size.
     - `sized_steps`: the schedule's T and W are the step's inputs (training_jax.step.SizedSchedule), not
       constants, so tasks and trials of other lengths share the program.
-    The defaults compute what the per-trainer programs computed, within float32 rounding.
     - `block_steps` K > 0: a one-task training runs K updates per dispatch from device-resident examples
       (training_jax.finetune_blocks), its batches padded to `buckets` (a list of lengths, the largest
       max_seq_length; training_jax.finetune_buckets), or, with buckets None, today's batches at
       max_seq_length in today's order (then K updates are K of `step`'s). 0: one `step` per batch.
-    `timings`: a list that gets {"updates", "seconds"} of each `train` call (its compiles included)."""
+    The defaults compute what the per-trainer programs computed, within float32 rounding."""
 
     def __init__(self, model, tasks, optimizer, config, programs=PROGRAMS, fixed_shapes=True, sized_steps=True,
-                 timings=None, block_steps=0, buckets=None):
+                 block_steps=0, buckets=None):
         super().__init__(model, tasks, optimizer, config)
-        self._state, self.timings = None, timings
+        self._state = None
         self.block_steps, self.buckets = block_steps, buckets
         self.programs, self._found = ({} if programs is None else programs), {}
         self.fixed_shapes = fixed_shapes
@@ -172,13 +171,14 @@ class JaxTrainer(BaseTrainer):
 
     def block_fn(self, task, length, together=False):
         """The update of a block of K batches padded to `length` (finetune_blocks.block_program; one program
-        per length, K and number of members), vmapped over a leading member axis of the state when `together`."""
+        per length, K and number of members: `length` is in the key, the shapes tell jit the rest), vmapped over a
+        leading member axis of the state when `together`."""
         from training_jax.finetune_blocks import block_program
 
         def build():
-            block = block_program(self._update_fn(task), length)
+            block = block_program(self._update_fn(task))
             if together:
-                block = jax.vmap(block, in_axes=(0, None, None, None, None, None))
+                block = jax.vmap(block, in_axes=(0, None, None, None))
             return jax.jit(block, donate_argnums=self._donate)
 
         purpose = f"train block {self.block_steps} x {length}{' vmapped' if together else ''}"
@@ -232,17 +232,12 @@ class JaxTrainer(BaseTrainer):
         return self._program("predict", task, build)
 
     def train(self, train_features, num_steps, seed, reporter=None, label=""):
-        start = time.monotonic()
         if self.block_steps and len(train_features) == 1:
             from training_jax.finetune_blocks import train_in_blocks
 
             means, _ = train_in_blocks([self], [(train_features, num_steps, seed, reporter, label)])
-            last_mean = float(means[0])
-        else:
-            last_mean = super().train(train_features, num_steps, seed, reporter, label)  # waits for the last loss
-        if self.timings is not None:
-            self.timings.append({"updates": num_steps, "seconds": time.monotonic() - start})
-        return last_mean
+            return float(means[0])
+        return super().train(train_features, num_steps, seed, reporter, label)
 
     def step(self, task, batch):
         inputs = model_inputs(batch)
@@ -499,12 +494,11 @@ def main(argv=None):
     for model in models:
         model.load_encoder = encoder_loader(pretraining, model.files, dtype)
         model.pretrained = pretrained_record(args.config, pretraining, model.files)
-    timings = []
 
     def trainer(task):
         return functools.partial(
             JaxTrainer, programs=None if args.no_shared_programs else PROGRAMS, fixed_shapes=not args.no_fixed_shapes,
-            sized_steps=not args.no_sized_steps, timings=timings,
+            sized_steps=not args.no_sized_steps,
             block_steps=settings.steps_per_dispatch if settings.device_blocks else 0, buckets=buckets[task])
 
     log = lambda message: print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)  # noqa: E731

@@ -1,14 +1,17 @@
 """Fine-tuning's updates K at a time: the task's training examples live on the device, and one dispatch runs a
-block of K updates (lax.scan over the block's example indices, as training_jax.pretrain does for
-pretraining), each batch gathered there and padded to the block's bucket length (training_jax.finetune_buckets).
+block of K updates (lax.scan over the block's batches, as training_jax.pretrain does for pretraining), the
+batches gathered there from the block's example indices and padded to its bucket length
+(training_jax.finetune_buckets).
 
 Why: at GLUE's batch of 32 a small model's update takes milliseconds, so the host's work per update (padding a
 batch, sending it, one dispatch) is a large share of it; here the host sends K × batch indices per K updates.
-The updates are JaxTrainer's own (its _update_fn, the same loss through BaseTrainer.batch_loss): a block of K
-is K single updates within float32 rounding (bit for bit on the CPU; tests/test_jax_finetune_buckets.py). A
-block shorter than K (the run's last) runs its missing steps as no-ops (lax.cond leaves the state as it is),
-so each bucket length compiles one program. Several trainers of one seed (the models of one trial) train
-together in one update vmapped over them (as training_jax.members), sharing the block's indices.
+The batches are gathered by a small program of their own (its shape is the task's), so that the update's
+program is one per head kind, bucket length and K, whatever the task's size. The updates are JaxTrainer's own
+(its _update_fn, the same loss through BaseTrainer.batch_loss): a block of K is K single updates within float32
+rounding (bit for bit on the CPU; tests/test_jax_finetune_buckets.py). A block shorter than K (the run's last)
+runs its missing steps as no-ops (lax.cond leaves the state as it is), so each bucket length compiles one
+program. Several trainers of one seed (the models of one trial) train together in one update vmapped over them
+(training_jax.members), sharing the block's batches.
 """
 import math
 import time
@@ -44,37 +47,43 @@ def resident_examples(features, max_seq_length):
 
 
 def gather_batch(examples, indices, weights, length):
-    """The batch of `indices` padded to `length` (a Python int), as finetune.batches.pad_batch + grow_rows
-    give it: sequences cut to `length`, input_mask 1 on each example's tokens, the scalars, EXAMPLE_WEIGHT."""
+    """The batch of `indices` ([rows], or [K, rows] for K batches) padded to `length` (a Python int), as
+    finetune.batches.pad_batch + grow_rows give it: sequences cut to `length`, input_mask 1 on each example's
+    tokens, the scalars, EXAMPLE_WEIGHT."""
     import jax.numpy as jnp
 
     batch = {name: values[indices, :length] for name, values in examples["sequences"].items()}
-    batch["input_mask"] = (jnp.arange(length)[None, :] < examples["lengths"][indices][:, None]).astype(jnp.int32)
+    batch["input_mask"] = (jnp.arange(length) < examples["lengths"][indices][..., None]).astype(jnp.int32)
     batch.update({name: values[indices] for name, values in examples["scalars"].items()})
     batch[EXAMPLE_WEIGHT] = weights
     return batch
 
 
-def block_program(update, length):
-    """(state, examples, indices [K, rows], weights [K, rows], active [K], schedule steps) -> (state, losses [K]),
-    not yet compiled: `update` (JaxTrainer._update_fn) on each of the K batches in turn."""
+# A program of its own (milliseconds to compile), so that the update's program does not depend on how many
+# examples a task has: tasks of one head kind share it, as today's single updates do.
+gather_block = jax.jit(gather_batch, static_argnums=3)
+
+
+def block_program(update):
+    """(state, batches {name: [K, rows, ...]}, active [K], schedule steps) -> (state, losses [K]), not yet
+    compiled: `update` (JaxTrainer._update_fn) on each of the K batches in turn."""
     import jax.numpy as jnp
 
-    def one(state, indices, weights, schedule_steps, examples):
-        state, loss = update(state, gather_batch(examples, indices, weights, length), schedule_steps)
+    def one(state, batch, schedule_steps):
+        state, loss = update(state, batch, schedule_steps)
         return state, loss.astype(jnp.float32)
 
-    def block(state, examples, indices, weights, active, schedule_steps):
-        if indices.shape[0] == 1:  # one update: no loop, no condition (every block of one is full)
-            state, loss = one(state, indices[0], weights[0], schedule_steps, examples)
+    def block(state, batches, active, schedule_steps):
+        if active.shape[0] == 1:  # one update: no loop, no condition (every block of one is full)
+            state, loss = one(state, jax.tree.map(lambda value: value[0], batches), schedule_steps)
             return state, loss[None]
 
         def body(state, step):
-            step_indices, step_weights, on = step
-            return jax.lax.cond(on, lambda s: one(s, step_indices, step_weights, schedule_steps, examples),
+            batch, on = step
+            return jax.lax.cond(on, lambda s: one(s, batch, schedule_steps),
                                 lambda s: (s, jnp.zeros((), jnp.float32)), state)
 
-        return jax.lax.scan(body, state, (indices, weights, active))
+        return jax.lax.scan(body, state, (batches, active))
 
     return block
 
@@ -114,8 +123,9 @@ def train_in_blocks(trainers, arguments):
     step, losses, means = 0, [], np.full(len(trainers), np.nan)
     for block in blocks:
         indices, weights, active = block_arrays(block, first.block_steps, config.train_batch_size)
+        batches = gather_block(examples, indices, weights, block.length)
         program = first.block_fn(task, block.length, together)
-        state, block_losses = program(state, examples, indices, weights, active, first._schedule_steps)
+        state, block_losses = program(state, batches, active, first._schedule_steps)
         count = len(block.batches)
         losses.append((block_losses, count))  # read when logged: the device is not made to wait per block
         before, step = step, step + count

@@ -17,7 +17,7 @@ import jax
 def train_members(trainers, arguments):
     """Trains JaxTrainers (with block_steps) together; `arguments`: each one's trainer.train arguments
     (features by task, steps, seed, reporter, label), one task and the same steps for all. Returns the
-    training seconds (every trainer's `timings` gets them)."""
+    training seconds."""
     from training_jax.finetune_blocks import train_in_blocks
 
     start = time.monotonic()
@@ -26,11 +26,7 @@ def train_members(trainers, arguments):
     for seed in dict.fromkeys(a[2] for a in arguments):
         chosen = [n for n, a in enumerate(arguments) if a[2] == seed]
         train_in_blocks([trainers[n] for n in chosen], [arguments[n] for n in chosen])
-    seconds = time.monotonic() - start
-    for trainer in trainers:
-        if trainer.timings is not None:
-            trainer.timings.append({"updates": arguments[0][1], "seconds": seconds})
-    return seconds
+    return time.monotonic() - start
 
 
 @jax.jit
