@@ -1,67 +1,180 @@
-"""Today's and the new JAX pretraining step side by side in one run, then the fine-tuning speed (issue 33).
+"""The JAX pretraining step's speed on this device, bounded in time, every row kept as it is measured (issue 42).
 
-    # on a GPU machine (JAX, Keras, NumPy; no TensorFlow); each variant compiles (about a minute at electra_small),
-    # so name the ones to compare:
-    KERAS_BACKEND=jax python -m bench.gpu_speed --model-size electra_small --batch-size 128 \\
-        --precision mixed_bfloat16 --seconds 10 --variants 'today,new,new + bf16 softmax,new + rbg'
-    # here, a smoke run of the script itself (tests/test_bench_gpu_speed.py runs it on a micro model):
+    # the first GPU window (one call of at most 10 minutes): from the repository root
+    KERAS_BACKEND=jax python3 -m bench.gpu_speed --out $OUT/bench --max-seconds 150
+    # here, a smoke run (tests/test_bench_gpu_speed.py runs a micro model):
     KERAS_BACKEND=jax JAX_PLATFORMS=cpu python -m bench.gpu_speed --model-size electra_tiny --batch-size 8 \\
-        --seconds 2 --steps-per-dispatch 4
+        --seconds 2 --max-seconds 120 --no-finetuning
 
-Variants of the same update (the same model, masking, sampling, losses and optimizer; the same numbers up to
-float32 rounding, which tests/test_jax_pretraining.py, tests/test_optimization.py, tests/test_step_kernels.py and
-tests/test_scan_layers.py check):
-  today                 one dispatch per step, Q/K/V by three matmuls, Gumbel-max through top_k, AdamW per variable
-  new                   what training_jax.pretrain runs by default on an accelerator: --steps-per-dispatch updates
-                        per dispatch (lax.scan), one Q/K/V matmul, argmax
-  new + scan_layers     and each encoder's layers as one scan over their stacked weights (--scan-layers: a
-                        program that holds the layer once; compile seconds side by side)
-  new + flat update     and AdamW on flat vectors with one global norm (training_jax.pretrain --flat-update)
-  new + bf16 softmax    and the attention's scores, softmax and dropout in the compute dtype (bfloat16 under
-                        mixed_bfloat16: no float32 [B,H,S,S]; training_jax.step.use_compute_dtype_softmax; the same
-                        within bfloat16 rounding, tests/test_attention_dtype.py)
-  new + rbg             and the random bits from XLA's RngBitGenerator instead of threefry (training_jax.rng; other
-                        bits, the same distributions, tests/test_jax_rng.py)
-and with --ablations "new" with each change taken out alone. Each variant compiles its own program: the first
-block (compile + run) is reported apart, then steps/s over --seconds of blocks, its analytic TFLOP/s
-(bench/flops.py) and share of the device's dense bf16 peak, and the lowered step's structure (dot_general,
-sort/top_k and reduce counts), which the CPU can check too. Fine-tuning: bench/finetune_jax_speed.py.
+A GPU window is rare and short, and a run cut off at its limit used to lose every number, so:
+- the run is bounded (--max-seconds, default 150 s from the start of main(), JAX's import included): before each
+  measurement it estimates what that one needs (a JAX variant: the previous JAX variant's build + compile +
+  timed window, the first one a guess from the depth, --first-estimate; Hugging Face's row: its window + 20 s
+  of start-up; the fine-tuning half: --finetune-estimate) and skips what would not fit, printing "skipped: would
+  not fit (needs ~X s, Y s left)". It ends inside its bound, plus at most one measurement's overrun where its
+  estimate was short (a measurement, once started, runs to its end), plus the final table;
+- every row is printed the moment it is measured and appended, one JSON object a line, flushed and fsynced, to
+  --out/gpu_speed.jsonl (default $OUT, else runs/gpu_speed): a header record first (device, versions, command,
+  date, the defaults), then one record per row or skip. The markdown table at the end is printed from the rows;
+  nothing depends on reaching it.
+
+The rows, in this order:
+  hf                         Hugging Face's PyTorch ELECTRA (ElectraForPreTraining + ElectraForMaskedLM at our
+                             config's sizes, the replaced-token-detection update of bench/pretrain_step_cpu.py's
+                             worker_hf: bf16 autocast and fused AdamW on CUDA, float32 on a CPU) in its own process
+                             (bench/worker_process.run_worker: torch and JAX never share one), steps/s over the same
+                             window after 3 warm-up steps. First: it compiles nothing, and every JAX row after it
+                             shows "x HF". Missing torch / transformers, or CUDA where JAX sees a GPU: said in its row.
+  defaults                   exactly what training_jax.pretrain runs on this platform: training_jax.speed_settings.
+                             resolve(platform), the config in its precision (with_precision), the options set by
+                             apply_to_step, K = the log window's updates per dispatch (default_block_steps)
+  defaults +/- fused_attention, defaults +/- scan_layers: the options the product has still to decide
+  defaults +/- flat_update, +/- rbg (prng threefry2x32), - bf16_attention, - blocks (one update per dispatch),
+  defaults in float32 (or in mixed_bfloat16): each ablation alone
+(--variants names which, comma-separated; a variant whose option does not import prints "skipped: not available
+(<error>)"; one that fails prints "failed: <error>" and the run goes on.)
+
+Per JAX row: compile_s from before tracing (the metric-sum's shapes, then jit(...).lower()) to the end of the
+first block, with lower_s (tracing + lowering) and xla_s (.compile()) apart; steps/s over --seconds of blocks
+after it (the compiled object called, one block in flight while the host waits for the one before); TFLOP/s by
+bench/flops.py's analytic count and its share of the device's dense bf16 peak; the loss; the lowered step's
+dot_general / sort / reduce counts. After the rows the fine-tuning half (bench/finetune_jax_speed.py's main) when
+it fits (--no-finetuning leaves it out). JAX preallocates most of the GPU's memory at start-up; Hugging Face's
+worker uses what is left (a quarter of an H200: ample at electra_small, batch 128).
 """
 import argparse
-import contextlib
+import dataclasses
+import datetime
+import json
 import os
+import pathlib
 import re
 import shlex
 import sys
 import time
+import traceback
 
 os.environ.setdefault("KERAS_BACKEND", "jax")
 
-DEFAULT_CHANGES = ("blocks", "qkv", "argmax")  # what training_jax.pretrain runs on an accelerator
-CHANGES = DEFAULT_CHANGES + ("scan_layers", "flat_update", "bf16_softmax", "rbg")
+JSONL = "gpu_speed.jsonl"
+DEFAULT_OUT = "runs/gpu_speed"
+HF_STARTUP_GUESS_S = 20.0  # torch + transformers imports, the models, CUDA's start, 3 warm-up steps
+HF_WARMUP_STEPS = 3
+COMPILE_GUESS_S_PER_LAYER = 3.0  # the H200 compiled electra_small's 24 layers (both towers) in 76 s
+BUILD_GUESS_S = 15.0  # building the model and tracing, before XLA compiles
+FINETUNE_GUESS_S = 300.0  # bench/finetune_jax_speed.py's default: several processes, each compiling
+DECIDING = ("fused_attention", "scan_layers")  # the options the product has still to decide: measured first
 
 
-@contextlib.contextmanager
-def step_pieces(changes):
-    """Today's Q/K/V and top_k put back unless "qkv" / "argmax" are in `changes`, and RngBitGenerator's bits with
-    "rbg", while a step is traced."""
-    from model import attention
-    from pretrain import sampling
-    from training_jax.rng import DEFAULT_PRNG, use_prng
+# ---------------------------------------------------------------------------------------- the time bound
+class Budget:
+    """The run's wall-clock bound: what is left, and whether a measurement needing `needed` seconds fits."""
 
-    saved = attention.SelfAttention.project_qkv, sampling.argmax_by_top_k
-    if "qkv" not in changes:
-        attention.SelfAttention.project_qkv = lambda self, hidden: (self.query(hidden), self.key(hidden),
-                                                                    self.value(hidden))
-    # the product picks by device (top_k on a CPU); a variant says which, wherever it runs
-    sampling.argmax_by_top_k = lambda: "argmax" not in changes
+    def __init__(self, max_seconds):
+        self.max_seconds = max_seconds
+        self.start = time.perf_counter()
+
+    def elapsed(self):
+        return time.perf_counter() - self.start
+
+    def left(self):
+        return float("inf") if not self.max_seconds else self.max_seconds - self.elapsed()
+
+    def fits(self, needed):
+        return needed <= self.left()
+
+
+def skip_reason(budget, needed):
+    """None when `needed` seconds fit in what is left, else the line the run prints."""
+    if budget.fits(needed):
+        return None
+    return f"skipped: would not fit (needs ~{needed:.0f} s, {max(budget.left(), 0.0):.0f} s left)"
+
+
+def first_guess(config, seconds):
+    """A conservative guess of the first JAX variant's build + compile + window, from the towers' depth."""
+    layers = config.model_config().num_layers + config.generator_model_config().num_layers
+    return BUILD_GUESS_S + COMPILE_GUESS_S_PER_LAYER * layers + seconds
+
+
+# ---------------------------------------------------------------------------------------- rows kept as they come
+class RowLog:
+    """DIR/gpu_speed.jsonl, appended one record a line, each flushed and fsynced before the run goes on."""
+
+    def __init__(self, folder):
+        self.path = pathlib.Path(folder) / JSONL
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+
+    def write(self, record):
+        with open(self.path, "a", encoding="utf-8") as file:
+            file.write(json.dumps(record, default=str) + "\n")
+            file.flush()
+            os.fsync(file.fileno())
+
+
+def default_out():
+    return os.path.join(os.environ["OUT"], "bench") if os.environ.get("OUT") else DEFAULT_OUT
+
+
+# ---------------------------------------------------------------------------------------- variants
+def toggled(name, on):
+    return f"defaults {'+' if on else '-'} {name}"
+
+
+def variant_overrides(defaults, platform):
+    """{name: the settings given on top of the defaults}: the defaults, then each option the product has still to
+    decide toggled alone, then each ablation alone."""
+    from training_jax.pretrain import default_block_steps
+
+    chosen = {"defaults": {}}
+    for option in DECIDING + ("flat_update",):
+        chosen[toggled(option, not getattr(defaults, option))] = {option: not getattr(defaults, option)}
+    rbg = defaults.prng != "rbg"
+    chosen[toggled("rbg", rbg)] = {"prng": "rbg" if rbg else "threefry2x32"}
+    if defaults.precision == "mixed_bfloat16":  # bf16 attention does nothing under float32
+        chosen[toggled("bf16_attention", not defaults.bf16_attention)] = {"bf16_attention": not defaults.bf16_attention}
+    blocks = block_steps(defaults, platform) == 1
+    chosen[toggled("blocks", blocks)] = {"steps_per_dispatch": default_block_steps("gpu", log_every()) if blocks else 1}
+    other = "float32" if defaults.precision == "mixed_bfloat16" else "mixed_bfloat16"
+    chosen[f"defaults in {other}"] = {"precision": other}
+    return chosen
+
+
+def log_every():
+    from training_jax.export import LOG_EVERY
+
+    return LOG_EVERY
+
+
+def block_steps(settings, platform):
+    """Updates per dispatch as training_jax.pretrain.Run resolves them for the export's log window."""
+    from training_jax.pretrain import default_block_steps
+
+    return settings.steps_per_dispatch or default_block_steps(platform, log_every())
+
+
+def resolve_settings(args, platform, overrides=None):
+    """StepSettings of this run's flags on `platform` with `overrides`; --precision auto: the product's choice for a
+    config computing in mixed_bfloat16 (mixed_bfloat16 on every platform)."""
+    from training_jax import speed_settings
+
+    given = {"precision": args.precision, "steps_per_dispatch": args.steps_per_dispatch, **(overrides or {})}
+    return speed_settings.resolve(platform, "mixed_bfloat16", **given)
+
+
+def unavailable(settings):
+    """None, or why this variant's options cannot run in this checkout (an option still being built)."""
+    if not settings.fused_attention:
+        return None
     try:
-        yield
-    finally:
-        attention.SelfAttention.project_qkv, sampling.argmax_by_top_k = saved
-        use_prng(DEFAULT_PRNG)
+        import training_jax.flash_attention  # noqa: F401
+        from training_jax.step import use_fused_attention  # noqa: F401
+    except Exception as error:  # an ImportError, or a module that fails as it loads
+        return f"skipped: not available ({type(error).__name__}: {error})"
+    return None
 
 
+# ---------------------------------------------------------------------------------------- one JAX variant
 def lowered_structure(lowered_text):
     """Counts in a lowered (StableHLO) program: matmuls, sorts / top_k, reductions."""
     return {"dot_general": len(re.findall(r"stablehlo\.dot_general", lowered_text)),
@@ -69,153 +182,403 @@ def lowered_structure(lowered_text):
             "reduce": len(re.findall(r"stablehlo\.reduce[ (]", lowered_text))}
 
 
-def measure_variant(args, name, changes, examples_np, device, timed=True):
-    """{variant, steps_per_dispatch, compile_s, steps_per_s, structure, ...} of one way of stepping; with
-    timed=False only the lowered step's structure (no compile)."""
+class PreparedStep:
+    """A variant's model built the way the product builds it, its state, examples and index batches on the
+    device, and its block function (training_jax.pretrain.make_functions), not yet traced."""
+
+    def __init__(self, args, settings, examples_np, device):
+        import jax
+        import numpy as np
+
+        from bench.pretrain_step_gpu import build
+        from training_jax.pretrain import make_functions
+        from training_jax.rng import DEFAULT_PRNG, use_prng
+
+        use_prng(DEFAULT_PRNG)  # a fresh process's bits for the initial weights, whatever the last variant set
+        self.config, model, optimizer = build(args, settings)
+        self.train, _, self.zero_stats = make_functions(model, optimizer)
+        self.device, self.batch_size = device, args.batch_size
+        self.steps_per_dispatch = block_steps(settings, device.platform)
+        self.examples = {k: jax.device_put(v, device) for k, v in examples_np.items()}
+        self.state = jax.device_put(([v.value for v in model.trainable_variables],
+                                     [v.value for v in model.non_trainable_variables],
+                                     [v.value for v in optimizer.variables]), device)
+        self.schedule = jax.device_put(np.array([1e6, 1e4], "float32"), device)
+        self.num_examples = len(examples_np["input_ids"])
+        self.rng = np.random.default_rng(0)
+
+    def indices(self):
+        import jax
+
+        shape = (self.steps_per_dispatch, self.batch_size)
+        return jax.device_put(self.rng.integers(0, self.num_examples, shape).astype("int32"), self.device)
+
+
+def compile_step(step):
+    """(compiled, lowered, the first block's loss, timings): the clock starts before anything is traced (the
+    metric sums' shapes, then jit(...).lower()) and stops when the first block's loss is on the host."""
     import jax
+
+    start = time.perf_counter()
+    step.stats = jax.device_put(step.zero_stats(step.state, step.examples, step.batch_size), step.device)
+    lowered = step.train.lower(step.state, step.stats, step.examples, step.indices(), step.schedule)
+    lowered_at = time.perf_counter()
+    compiled = lowered.compile()
+    compiled_at = time.perf_counter()
+    step.state, step.stats, loss = compiled(step.state, step.stats, step.examples, step.indices(), step.schedule)
+    loss.block_until_ready()
+    done = time.perf_counter()
+    return compiled, lowered, loss, {"lower_s": lowered_at - start, "xla_s": compiled_at - lowered_at,
+                                     "first_block_s": done - compiled_at, "compile_s": done - start}
+
+
+def timed_window(step, compiled, seconds):
+    """(steps, seconds, last loss): blocks for `seconds` (at least two), one in flight while the host waits for
+    the one before, so the device never waits on the clock check."""
+    blocks, start = 0, time.perf_counter()
+    pending = None
+    while True:
+        step.state, step.stats, loss = compiled(step.state, step.stats, step.examples, step.indices(), step.schedule)
+        if pending is not None:
+            pending.block_until_ready()
+        pending, blocks = loss, blocks + 1
+        if blocks >= 2 and time.perf_counter() - start >= seconds:
+            break
+    loss.block_until_ready()
+    return blocks * step.steps_per_dispatch, time.perf_counter() - start, float(loss)
+
+
+def profile_block(step, compiled, folder, name):
+    """A device trace of one block (xplane.pb: open with xprof / TensorBoard's profile plugin)."""
+    import jax
+
+    with jax.profiler.trace(os.path.join(folder, re.sub(r"\W+", "_", name))):
+        step.state, step.stats, loss = compiled(step.state, step.stats, step.examples, step.indices(), step.schedule)
+        loss.block_until_ready()
+
+
+def measure_variant(args, name, settings, examples_np, device):
+    """{variant, settings, steps_per_dispatch, build_s, compile_s (lower_s, xla_s, first_block_s), steps,
+    window_s, steps_per_s, loss, structure} of one way of stepping, built as the product builds it."""
+    start = time.perf_counter()
+    step = PreparedStep(args, settings, examples_np, device)
+    build_s = time.perf_counter() - start
+    compiled, lowered, _, timings = compile_step(step)
+    steps, window_s, loss = timed_window(step, compiled, args.seconds)
+    if args.profile:
+        profile_block(step, compiled, args.profile, name)
+    return {"kind": "variant", "variant": name, "settings": settings.to_dict(), "precision": settings.precision,
+            "steps_per_dispatch": step.steps_per_dispatch, "build_s": build_s, **timings, "steps": steps,
+            "window_s": window_s, "steps_per_s": steps / window_s, "loss": loss,
+            "structure": lowered_structure(lowered.as_text())}
+
+
+# ---------------------------------------------------------------------------------------- Hugging Face's row
+def hf_worker(args):
+    """The worker's side: Hugging Face's ELECTRA pretraining update (bench/pretrain_step_cpu.py) at this config's
+    sizes, batch and seq; {steps_per_s, ...} over --seconds after HF_WARMUP_STEPS, or {error} where it cannot run."""
+    try:
+        import torch
+        import transformers
+    except ImportError as error:
+        return {"error": f"not available ({type(error).__name__}: {error})"}
     import numpy as np
 
-    from bench.pretrain_step_gpu import build
-    from training_jax.pretrain import make_functions
-    from training_jax.rng import DEFAULT_PRNG, use_prng
-    from training_jax.step import use_compute_dtype_softmax, use_layer_scan
+    from bench.pretrain_step_cpu import hf_electra_pair, hf_pretraining_step
+    from bench.pretrain_step_gpu import make_config, synthetic_batch
 
-    with step_pieces(changes):
-        config, model, optimizer = build(args)
-        if hasattr(optimizer, "fused"):
-            optimizer.fused = "flat_update" in changes
-        use_layer_scan(model, "scan_layers" in changes)
-        use_compute_dtype_softmax(model, "bf16_softmax" in changes)
-        use_prng("rbg" if "rbg" in changes else DEFAULT_PRNG)  # after the build: the same initial weights
-        train, _, zero_stats = make_functions(model, optimizer)
-        examples = {k: jax.device_put(v, device) for k, v in examples_np.items()}
-        state = jax.device_put(([v.value for v in model.trainable_variables],
-                                [v.value for v in model.non_trainable_variables],
-                                [v.value for v in optimizer.variables]), device)
-        stats = jax.device_put(zero_stats(state, examples, args.batch_size), device)
-        schedule = jax.device_put(np.array([1e6, 1e4], "float32"), device)
-        k = args.steps_per_dispatch if "blocks" in changes else 1
-        rng = np.random.default_rng(0)
-
-        def indices():
-            return jax.device_put(rng.integers(0, len(examples_np["input_ids"]), (k, args.batch_size))
-                                  .astype("int32"), device)
-
-        structure = lowered_structure(train.lower(state, stats, examples, indices(), schedule).as_text())
-        if not timed:
-            return {"variant": name, "steps_per_dispatch": k, "structure": structure}
-        start = time.perf_counter()
-        state, stats, loss = train(state, stats, examples, indices(), schedule)
-        loss.block_until_ready()
-        compile_s = time.perf_counter() - start
-    blocks, start = 0, time.perf_counter()
-    while time.perf_counter() - start < args.seconds or blocks < 2:
-        state, stats, loss = train(state, stats, examples, indices(), schedule)
-        blocks += 1
-        if blocks % 8 == 0:
-            loss.block_until_ready()
-    loss.block_until_ready()
-    elapsed = time.perf_counter() - start
-    if args.profile:  # a device trace of one block (xplane.pb: open with xprof / TensorBoard's profile plugin)
-        with jax.profiler.trace(os.path.join(args.profile, re.sub(r"\W+", "_", name))):
-            state, stats, loss = train(state, stats, examples, indices(), schedule)
-            loss.block_until_ready()
-    return {"variant": name, "steps_per_dispatch": k, "compile_s": compile_s,
-            "steps_per_s": blocks * k / elapsed, "loss": float(loss), "structure": structure}
+    cuda = torch.cuda.is_available()
+    if args.hf_expect_cuda and not cuda:
+        return {"error": f"CUDA not available to torch {torch.__version__} (JAX sees a GPU)"}
+    device = "cuda" if cuda else "cpu"
+    bf16 = cuda and args.precision != "float32"
+    config = make_config(args, "float32")
+    discriminator, generator = hf_electra_pair(config.model_config(), config.generator_model_config())
+    batch = synthetic_batch(np.random.default_rng(0), args.batch_size, args.seq_length, config.vocab_size)
+    run_step = hf_pretraining_step(discriminator, generator, batch, config.max_predictions_per_seq, device,
+                                   torch.bfloat16 if bf16 else None, fused_adamw=cuda)
+    synchronize = torch.cuda.synchronize if cuda else (lambda: None)
+    start = time.perf_counter()
+    for _ in range(HF_WARMUP_STEPS):
+        loss = run_step()
+    float(loss)
+    warmup_s = time.perf_counter() - start
+    steps, start = 0, time.perf_counter()
+    while steps < 2 or time.perf_counter() - start < args.seconds:
+        loss = run_step()
+        steps += 1
+    synchronize()
+    window_s = time.perf_counter() - start
+    return {"steps": steps, "window_s": window_s, "steps_per_s": steps / window_s, "warmup_s": warmup_s,
+            "loss": float(loss), "torch": torch.__version__, "transformers": transformers.__version__,
+            "hf_device": torch.cuda.get_device_name() if cuda else "cpu",
+            "precision": "bf16 autocast" if bf16 else "float32",
+            "optimizer": "torch AdamW" + (" (fused)" if cuda else ""),
+            "attention": getattr(discriminator.config, "_attn_implementation", None) or "unknown",
+            "note": "eager PyTorch; ElectraForMaskedLM projects every position onto the vocabulary"}
 
 
-def variants(ablations):
-    """{name: changes}: today's, the default, the default with its layers scanned, with the flat update, with the
-    attention in the compute dtype, with RngBitGenerator's bits; with
-    `ablations` the default less each change."""
-    chosen = {"today": (), "new": DEFAULT_CHANGES, "new + scan_layers": DEFAULT_CHANGES + ("scan_layers",),
-              "new + flat update": DEFAULT_CHANGES + ("flat_update",),
-              "new + bf16 softmax": DEFAULT_CHANGES + ("bf16_softmax",), "new + rbg": DEFAULT_CHANGES + ("rbg",)}
-    if ablations:
-        chosen.update({f"new without {change}": without(DEFAULT_CHANGES, change) for change in DEFAULT_CHANGES})
-    return chosen
+def hf_command(args, expect_cuda):
+    """`python -m bench.gpu_speed --hf-worker ...` with this run's sizes."""
+    command = [sys.executable, "-m", "bench.gpu_speed", "--hf-worker", "--model-size", args.model_size,
+               "--batch-size", str(args.batch_size), "--seq-length", str(args.seq_length), "--precision",
+               args.precision, "--seconds", str(args.seconds)]
+    if args.generator_hidden_size is not None:
+        command += ["--generator-hidden-size", str(args.generator_hidden_size)]
+    if args.hparams:
+        command += ["--hparams", args.hparams]
+    return command + (["--hf-expect-cuda"] if expect_cuda else [])
 
 
-def without(changes, change):
-    return tuple(c for c in changes if c != change)
+def measure_hf(args, device):
+    """Hugging Face's row, measured in a fresh process: {kind: hf, variant: hf, steps_per_s, ...} or, where it
+    could not run, the same row with its error."""
+    from bench.worker_process import run_worker
+
+    env = dict(os.environ, USE_TF="0", USE_JAX="0", TF_CPP_MIN_LOG_LEVEL="2")
+    result = run_worker(hf_command(args, device.platform == "gpu"), env, "hf", exit_on_failure=False)
+    if result is None:
+        result = {"error": "the worker failed (its stderr is printed above)"}
+    return {"kind": "hf", "variant": "hf", "steps_per_dispatch": 1, **result}
 
 
+# ---------------------------------------------------------------------------------------- printing
+def measured(row):
+    return row.get("steps_per_s") is not None
+
+
+def enrich(row, context, hf_rate):
+    """The row with the run's context and its derived columns (TFLOP/s, share of peak, x HF)."""
+    row = {**context, **row}
+    if measured(row):
+        tflops = row["steps_per_s"] * context["flops_per_step"] / 1e12
+        row["tflops"] = tflops
+        row["share_of_peak"] = tflops / context["peak_tflops"] if context["peak_tflops"] else None
+        row["x_hf"] = row["steps_per_s"] / hf_rate if hf_rate else None
+    return row
+
+
+def describe(row):
+    """The row as one printed line."""
+    if not measured(row):
+        return f"row {row['variant']}: {row.get('error') or row.get('reason')}"
+    share = f"{row['share_of_peak']:.1%} of peak" if row.get("share_of_peak") is not None else "peak unknown"
+    x_hf = f"{row['x_hf']:.2f}x HF" if row.get("x_hf") is not None else "x HF n/a"
+    if row["kind"] == "hf":
+        head = f"row hf ({row['precision']}, {row['optimizer']}, attention {row['attention']}, {row['hf_device']})"
+        timing = f"warm-up {row['warmup_s']:.1f} s"
+    else:
+        head = f"row {row['variant']} (K={row['steps_per_dispatch']})"
+        timing = (f"build {row['build_s']:.1f} s, compile {row['compile_s']:.1f} s (trace + lower "
+                  f"{row['lower_s']:.1f}, XLA {row['xla_s']:.1f}, first block {row['first_block_s']:.2f})")
+    return (f"{head}: {timing}; {row['steps_per_s']:.1f} steps/s over {row['window_s']:.1f} s, {x_hf}, "
+            f"{row['tflops']:.2f} TFLOP/s, {share}, loss {row['loss']:.4f}; took {row.get('took_s', 0):.1f} s")
+
+
+def table(rows):
+    """The markdown table of every row (measured, skipped or failed)."""
+    lines = ["| variant | steps/dispatch | compile s (lower + XLA) | steps/s | x HF | TFLOP/s | of bf16 peak | loss |",
+             "|---|---|---|---|---|---|---|---|"]
+    for row in rows:
+        if not measured(row):
+            lines.append(f"| {row['variant']} | | {row.get('error') or row.get('reason')} | | | | | |")
+            continue
+        compile_cell = "none (eager)" if row["kind"] == "hf" else \
+            f"{row['compile_s']:.1f} ({row['lower_s']:.1f} + {row['xla_s']:.1f})"
+        share = f"{row['share_of_peak']:.1%}" if row.get("share_of_peak") is not None else "n/a"
+        x_hf = f"{row['x_hf']:.2f}" if row.get("x_hf") is not None else "n/a"
+        lines.append(f"| {row['variant']} | {row['steps_per_dispatch']} | {compile_cell} | {row['steps_per_s']:.1f} "
+                     f"| {x_hf} | {row['tflops']:.2f} | {share} | {row['loss']:.4f} |")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------- the run
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--max-seconds", type=float, default=150.0,
+                        help="the whole run's bound (0: none); what would not fit is skipped")
+    parser.add_argument("--out", default=None, help=f"folder of {JSONL} (default: $OUT/bench, else {DEFAULT_OUT})")
     parser.add_argument("--model-size", default="electra_small")
     parser.add_argument("--batch-size", type=int, default=128)
     parser.add_argument("--seq-length", type=int, default=128)
-    parser.add_argument("--precision", default="mixed_bfloat16", choices=("float32", "mixed_bfloat16"))
+    parser.add_argument("--precision", default="auto", choices=("auto", "float32", "mixed_bfloat16"),
+                        help="auto: the product's (mixed_bfloat16 for a config computing in it, on every platform)")
     parser.add_argument("--generator-hidden-size", type=float, default=None)
     parser.add_argument("--hparams", default=None, help="JSON of further PretrainingConfig fields (a micro model)")
-    parser.add_argument("--steps-per-dispatch", type=int, default=25)
-    parser.add_argument("--seconds", type=float, default=10.0, help="timed seconds per variant, after its compile")
+    parser.add_argument("--steps-per-dispatch", type=int, default=None,
+                        help="K for every variant (default: the product's, the log window's on an accelerator)")
+    parser.add_argument("--seconds", type=float, default=10.0, help="timed seconds per row, after its compile")
     parser.add_argument("--examples", type=int, default=4096, help="synthetic examples resident on the device")
-    parser.add_argument("--ablations", action="store_true", help="also new with each change taken out alone")
     parser.add_argument("--variants", default=None, help="comma-separated names to measure (default: all)")
+    parser.add_argument("--hf", action=argparse.BooleanOptionalAction, default=True,
+                        help="Hugging Face's PyTorch ELECTRA row (default: on)")
+    parser.add_argument("--first-estimate", type=float, default=None,
+                        help="seconds the first JAX variant is expected to take (default: a guess by depth)")
     parser.add_argument("--no-finetuning", action="store_true")
+    parser.add_argument("--finetune-estimate", type=float, default=FINETUNE_GUESS_S,
+                        help="seconds the fine-tuning half is expected to take (it runs only if they fit)")
     parser.add_argument("--finetune-args", default="--model-size electra_small --models 3 --before-models 1",
                         help="bench/finetune_jax_speed.py's arguments for the fine-tuning half")
     parser.add_argument("--peak-tflops", type=float, default=None)
     parser.add_argument("--profile", default=None, metavar="DIR",
                         help="also write a jax.profiler trace of one block of each variant under DIR/<variant>")
+    parser.add_argument("--hf-worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--hf-expect-cuda", action="store_true", help=argparse.SUPPRESS)
     return parser.parse_args(argv)
+
+
+def chosen_variants(args, defaults, platform):
+    """[(name, overrides)] in the run's order; an unknown --variants name ends the run with the known ones."""
+    known = variant_overrides(defaults, platform)
+    names = [n.strip() for n in args.variants.split(",") if n.strip()] if args.variants else list(known)
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        sys.exit(f"--variants: no variant {unknown} on this platform; give some of {', '.join(known)}")
+    return [(name, known[name]) for name in names]
+
+
+def header_record(args, argv, device, config, defaults, context):
+    import jax
+    import keras
+    import numpy as np
+
+    command = shlex.join(["KERAS_BACKEND=jax", "python3", "-m", "bench.gpu_speed",
+                          *(argv if argv is not None else sys.argv[1:])])
+    return {"kind": "header", "command": command, "date": datetime.datetime.now().astimezone().isoformat(
+        timespec="seconds"), "device": context["device"], "platform": device.platform,
+        "device_count": jax.device_count(), "jax": jax.__version__, "keras": keras.__version__,
+        "numpy": np.__version__, "python": sys.version.split()[0], "max_seconds": args.max_seconds,
+        "seconds": args.seconds, "defaults": defaults.to_dict(), "hparams": args.hparams,
+        "discriminator": dataclasses.asdict(config.model_config()),
+        "generator": dataclasses.asdict(config.generator_model_config()),
+        **{k: context[k] for k in ("model_size", "batch_size", "seq_length", "flops_per_step", "peak_tflops")}}
+
+
+def run_context(args, device, config):
+    """The fields every row carries: the device, versions, sizes, FLOPs per step and the device's peak."""
+    import jax
+    import keras
+
+    from bench.flops import config_breakdown, train_flops
+    from bench.pretrain_step_gpu import device_peak_tflops
+
+    return {"device": f"{device.platform} {device.device_kind}", "jax": jax.__version__, "keras": keras.__version__,
+            "model_size": args.model_size, "batch_size": args.batch_size, "seq_length": args.seq_length,
+            "flops_per_step": train_flops(config_breakdown(config, args.seq_length)) * args.batch_size,
+            "peak_tflops": args.peak_tflops or device_peak_tflops(device.device_kind)}
+
+
+def keep(row, rows, log, context, hf_rate):
+    """Adds the row's context, prints it, appends it to the jsonl; returns it."""
+    row = enrich(row, context, hf_rate)
+    rows.append(row)
+    log.write(row)
+    print(describe(row), flush=True)
+    return row
+
+
+def skipped(name, reason, rows, log, context):
+    return keep({"kind": "skipped", "variant": name, "reason": reason}, rows, log, context, None)
 
 
 def main(argv=None):
     args = parse_args(argv)
+    if args.hf_worker:
+        from bench.worker_process import print_result
+
+        return print_result(hf_worker(args))
+    budget = Budget(args.max_seconds)
+    sys.modules.setdefault("tensorflow", None)  # as on the GPU image: Keras's seeding must not pull TensorFlow in
 
     import jax
     import keras
     import numpy as np
 
-    from bench.flops import config_breakdown, train_flops
-    from bench.pretrain_step_gpu import build, device_peak_tflops, synthetic_batch
+    from bench.pretrain_step_gpu import make_config, synthetic_batch
 
     if keras.backend.backend() != "jax":
         sys.exit(f"run with KERAS_BACKEND=jax (got {keras.backend.backend()})")
     device = jax.devices()[0]
-    print("command: KERAS_BACKEND=jax " + shlex.join([os.path.basename(sys.executable), "-m", "bench.gpu_speed",
-                                                       *(argv if argv is not None else sys.argv[1:])]))
-    print(f"device: {device.platform} {device.device_kind}; jax {jax.__version__}, keras {keras.__version__}, "
-          f"numpy {np.__version__}; {time.strftime('%Y-%m-%d')}")
-    config = build(args)[0]
-    flops_per_step = train_flops(config_breakdown(config, args.seq_length)) * args.batch_size
-    peak = args.peak_tflops or device_peak_tflops(device.device_kind)
+    defaults = resolve_settings(args, device.platform)
+    config = make_config(args, defaults.precision)
+    context = run_context(args, device, config)
+    log = RowLog(args.out or default_out())
+    log.write(header_record(args, argv, device, config, defaults, context))
+    print(f"device: {context['device']}; jax {jax.__version__}, keras {keras.__version__}; rows to {log.path}; "
+          f"bound {args.max_seconds:g} s, {budget.left():.0f} s left", flush=True)
+    print(f"defaults on {device.platform}: {defaults.describe()}; K = {block_steps(defaults, device.platform)}")
+    print(f"pretraining: {args.model_size}, batch {args.batch_size} x {args.seq_length}, "
+          f"{context['flops_per_step']:.3e} FLOPs per step (bench/flops.py), peak "
+          f"{context['peak_tflops'] or 'unknown'} TFLOP/s", flush=True)
+    variants = chosen_variants(args, defaults, device.platform)
+    rows, hf_rate = [], None
+    if args.hf:
+        hf_rate = run_hf(args, device, budget, rows, log, context)
     examples = synthetic_batch(np.random.default_rng(0), args.examples, args.seq_length, config.vocab_size)
-    print(f"pretraining: {args.model_size}, batch {args.batch_size} x {args.seq_length}, {args.precision}, "
-          f"{flops_per_step:.3e} FLOPs per step (bench/flops.py), peak {peak or 'unknown'} TFLOP/s")
-    chosen = variants(args.ablations)
-    names = args.variants.split(",") if args.variants else list(chosen)
-    unknown = sorted(set(names) - set(chosen))
-    if unknown:
-        sys.exit(f"--variants: no variant {unknown}; give some of {', '.join(chosen)}")
-    rows = [measure_variant(args, name, chosen[name], examples, device) for name in names]
-    print("| variant | steps/dispatch | compile s | steps/s | x today | TFLOP/s | of bf16 peak | dot_general | "
-          "sort/top_k | reduce |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
-    for row in rows:
-        tflops = row["steps_per_s"] * flops_per_step / 1e12
-        share = f"{tflops / peak:.1%}" if peak else "n/a"
-        s = row["structure"]
-        print(f"| {row['variant']} | {row['steps_per_dispatch']} | {row['compile_s']:.1f} | {row['steps_per_s']:.1f} | "
-              f"{row['steps_per_s'] / rows[0]['steps_per_s']:.2f} | {tflops:.1f} | {share} | {s['dot_general']} | "
-              f"{s['sort_or_top_k']} | {s['reduce']} |")
-    if not all(np.isfinite(row["loss"]) for row in rows):
-        sys.exit("a variant's loss is not finite")
+    estimate = args.first_estimate if args.first_estimate is not None else first_guess(config, args.seconds)
+    for name, overrides in variants:
+        estimate = run_variant(args, name, overrides, examples, device, budget, estimate, rows, log, context,
+                               hf_rate)
     if not args.no_finetuning:
-        finetuning(args)
-    if "tensorflow" in sys.modules and sys.modules["tensorflow"] is not None:
-        sys.exit("tensorflow was imported: this benchmark must run without it")
+        run_finetuning(args, budget, rows, log, context)
+    print(f"\nall rows ({budget.elapsed():.0f} s of a {args.max_seconds:g} s bound; {log.path}):")
+    print(table(rows), flush=True)
     return rows
 
 
-def finetuning(args):
-    """bench/finetune_jax_speed.py's side-by-side (the way before against one process for all models)."""
+def run_hf(args, device, budget, rows, log, context):
+    """Hugging Face's row if it fits; its steps/s (None where it did not run)."""
+    reason = skip_reason(budget, args.seconds + HF_STARTUP_GUESS_S)
+    if reason:
+        skipped("hf", reason, rows, log, context)
+        return None
+    start = time.perf_counter()
+    row = measure_hf(args, device)
+    row["took_s"] = time.perf_counter() - start
+    return keep(row, rows, log, context, row.get("steps_per_s")).get("steps_per_s")
+
+
+def run_variant(args, name, overrides, examples, device, budget, estimate, rows, log, context, hf_rate):
+    """Measures one JAX variant if it is available and fits; returns the estimate for the next one (this one's
+    whole time once measured)."""
+    settings = resolve_settings(args, device.platform, overrides)
+    reason = unavailable(settings) or skip_reason(budget, estimate)
+    if reason:
+        skipped(name, reason, rows, log, context)
+        return estimate
+    start = time.perf_counter()
+    try:
+        row = measure_variant(args, name, settings, examples, device)
+    except Exception as error:  # e.g. a kernel that does not lower on this device: the other rows still count
+        traceback.print_exc()
+        row = {"kind": "failed", "variant": name, "settings": settings.to_dict(),
+               "error": f"failed: {type(error).__name__}: {one_line(str(error))}"}
+    row["took_s"] = time.perf_counter() - start
+    keep(row, rows, log, context, hf_rate)
+    return row["took_s"] if measured(row) else estimate
+
+
+def one_line(message, most=400):
+    """An error message as one table cell: terminal colours and line breaks out, at most `most` characters."""
+    message = re.sub(r"\s+", " ", re.sub(r"\x1b\[[0-9;]*m", "", message)).strip()
+    return message if len(message) <= most else message[:most - 3] + "..."
+
+
+def run_finetuning(args, budget, rows, log, context):
+    """bench/finetune_jax_speed.py's side-by-side, if its estimate fits in what is left."""
+    reason = skip_reason(budget, args.finetune_estimate)
+    if reason:
+        print(f"fine-tuning: {reason}", flush=True)
+        log.write({"kind": "skipped", "variant": "fine-tuning", "reason": reason})
+        return None
     from bench import finetune_jax_speed
 
     print(f"fine-tuning: python -m bench.finetune_jax_speed {args.finetune_args}", flush=True)
-    return finetune_jax_speed.main(shlex.split(args.finetune_args))
+    start = time.perf_counter()
+    result = finetune_jax_speed.main(shlex.split(args.finetune_args))
+    log.write({"kind": "finetuning", "command": args.finetune_args, "seconds": time.perf_counter() - start,
+               "result": result, **{k: context[k] for k in ("device", "jax", "keras")}})
+    return result
 
 
 if __name__ == "__main__":

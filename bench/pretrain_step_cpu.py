@@ -94,6 +94,26 @@ def timed_steps(run_step, warmup, steps):
     return first, times, cpu_times
 
 
+@contextlib.contextmanager
+def three_qkv_matmuls():
+    """Q/K/V by three Dense layers, as before model/attention.py's one-matmul projection, and the Gumbel-max
+    sample by argmax (not top_k), while a step is traced: the "-3qkv" variants (formerly
+    bench.gpu_speed.step_pieces(("argmax",)), moved here with its only user)."""
+    from model import attention
+    from pretrain import sampling
+    from training_jax.rng import DEFAULT_PRNG, use_prng
+
+    saved = attention.SelfAttention.project_qkv, sampling.argmax_by_top_k
+    attention.SelfAttention.project_qkv = lambda self, hidden: (self.query(hidden), self.key(hidden),
+                                                                self.value(hidden))
+    sampling.argmax_by_top_k = lambda: False
+    try:
+        yield
+    finally:
+        attention.SelfAttention.project_qkv, sampling.argmax_by_top_k = saved
+        use_prng(DEFAULT_PRNG)
+
+
 # ---------------------------------------------------------------------------------------- workers
 def peak_precisions(args):
     return ("fp32", "bf16") if args.bf16_peak else ("fp32",)
@@ -216,57 +236,100 @@ def worker_tf(args, precision, xla):
             "tensorflow": tf.__version__, "keras": keras.__version__}
 
 
-def worker_hf(args):
+def hf_electra_pair(discriminator_config, generator_config, seed=0):
+    """(discriminator, generator): transformers' ElectraForPreTraining and ElectraForMaskedLM at our towers' sizes
+    (configs.model_config.ModelConfig each), the generator using the discriminator's embeddings module and its
+    word table as output table, as our pretrainer shares them. Shared with bench/gpu_speed.py's HF row."""
     import torch
-    import transformers
     from transformers import ElectraConfig, ElectraForMaskedLM, ElectraForPreTraining
 
-    torch.set_num_threads(args.threads)
-    torch.manual_seed(0)
-    common = dict(vocab_size=VOCAB, embedding_size=128, num_hidden_layers=12, max_position_embeddings=512,
-                  type_vocab_size=2, hidden_act="gelu", hidden_dropout_prob=0.1,
-                  attention_probs_dropout_prob=0.1, layer_norm_eps=1e-12)
-    discriminator = ElectraForPreTraining(ElectraConfig(hidden_size=256, num_attention_heads=4,
-                                                        intermediate_size=1024, **common))
-    generator = ElectraForMaskedLM(ElectraConfig(hidden_size=64, num_attention_heads=1,
-                                                 intermediate_size=256, **common))
+    def electra_config(tower):
+        return ElectraConfig(vocab_size=tower.vocab_size, embedding_size=tower.embedding_size,
+                             hidden_size=tower.hidden_size, num_hidden_layers=tower.num_layers,
+                             num_attention_heads=tower.num_heads, intermediate_size=tower.intermediate_size,
+                             max_position_embeddings=tower.max_position_embeddings,
+                             type_vocab_size=tower.type_vocab_size, hidden_act="gelu",
+                             hidden_dropout_prob=tower.dropout, attention_probs_dropout_prob=tower.attention_dropout,
+                             layer_norm_eps=tower.layer_norm_epsilon)
+
+    torch.manual_seed(seed)
+    discriminator = ElectraForPreTraining(electra_config(discriminator_config))
+    generator = ElectraForMaskedLM(electra_config(generator_config))
     generator.electra.embeddings = discriminator.electra.embeddings
     generator.tie_weights()  # the generator's output table is the shared word table
     discriminator.train()
     generator.train()
+    return discriminator, generator
+
+
+def hf_pretraining_step(discriminator, generator, batch, num_predictions, device="cpu", autocast_dtype=None,
+                        fused_adamw=False):
+    """run_step() -> the loss tensor (not synchronised): one ELECTRA update of transformers' pair on the NumPy
+    `batch` (moved to `device`): 15%-style masking of `num_predictions` positions (85% [MASK]), Gumbel-max
+    sampling without gradient, loss = MLM + 50 RTD, torch.optim.AdamW; the forward passes under autocast to
+    `autocast_dtype` when given (bfloat16 on CUDA)."""
+    import contextlib
+
+    import torch
+
+    discriminator.to(device)
+    generator.to(device)
     params = {id(p): p for p in list(discriminator.parameters()) + list(generator.parameters())}
     optimizer = torch.optim.AdamW(list(params.values()), lr=5e-4, betas=(0.9, 0.999), eps=1e-6,
-                                  weight_decay=0.01)
-    batch = {k: torch.from_numpy(v).long() for k, v in synthetic_batch(args.batch_size, args.seq_length).items()}
+                                  weight_decay=0.01, **({"fused": True} if fused_adamw else {}))
+    batch = {k: torch.from_numpy(v).long().to(device) for k, v in batch.items()}
     input_ids, input_mask, segment_ids = batch["input_ids"], batch["input_mask"], batch["segment_ids"]
-    num_predictions = int((0.15 + 0.005) * args.seq_length)
+
+    def autocast():
+        if autocast_dtype is None:
+            return contextlib.nullcontext()
+        return torch.autocast(device_type=torch.device(device).type, dtype=autocast_dtype)
 
     def run_step():
         batch_size = input_ids.shape[0]
         candidates = (input_mask == 1) & (input_ids != CLS) & (input_ids != SEP) & (input_ids != MASK)
         positions = torch.multinomial(candidates.float(), num_predictions, replacement=True)
         original = torch.gather(input_ids, 1, positions)
-        use_mask = torch.rand(batch_size, num_predictions) < 0.85
+        use_mask = torch.rand(batch_size, num_predictions, device=device) < 0.85
         masked_ids = input_ids.scatter(1, positions, torch.where(use_mask, MASK, original))
         labels = torch.full_like(input_ids, -100).scatter(1, positions, original)
-        generator_out = generator(input_ids=masked_ids, attention_mask=input_mask,
-                                  token_type_ids=segment_ids, labels=labels)
-        with torch.no_grad():
-            logits = torch.gather(generator_out.logits, 1,
-                                  positions[:, :, None].expand(-1, -1, generator_out.logits.shape[-1]))
-            uniform = torch.rand_like(logits)
-            sampled = torch.argmax(logits - torch.log(-torch.log(uniform + 1e-9) + 1e-9), dim=-1)
-            fake_ids = input_ids.scatter(1, positions, sampled)
-            fake_labels = (fake_ids != input_ids).long()
-        disc_out = discriminator(input_ids=fake_ids, attention_mask=input_mask, token_type_ids=segment_ids,
-                                 labels=fake_labels)
-        loss = generator_out.loss + 50.0 * disc_out.loss
+        with autocast():
+            generator_out = generator(input_ids=masked_ids, attention_mask=input_mask,
+                                      token_type_ids=segment_ids, labels=labels)
+            with torch.no_grad():
+                logits = torch.gather(generator_out.logits, 1,
+                                      positions[:, :, None].expand(-1, -1, generator_out.logits.shape[-1]))
+                uniform = torch.rand_like(logits, dtype=torch.float32)
+                sampled = torch.argmax(logits.float() - torch.log(-torch.log(uniform + 1e-9) + 1e-9), dim=-1)
+                fake_ids = input_ids.scatter(1, positions, sampled)
+                fake_labels = (fake_ids != input_ids).long()
+            disc_out = discriminator(input_ids=fake_ids, attention_mask=input_mask, token_type_ids=segment_ids,
+                                     labels=fake_labels)
+            loss = generator_out.loss + 50.0 * disc_out.loss
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
-        losses.append(float(loss))
+        return loss
 
+    return run_step
+
+
+def worker_hf(args):
+    import torch
+    import transformers
+
+    from configs.pretraining_config import PretrainingConfig
+
+    torch.set_num_threads(args.threads)
+    config = PretrainingConfig.create({"model_size": "electra_small", "max_seq_length": args.seq_length})
+    discriminator, generator = hf_electra_pair(config.model_config(), config.generator_model_config())
+    step = hf_pretraining_step(discriminator, generator, synthetic_batch(args.batch_size, args.seq_length),
+                               config.max_predictions_per_seq)
     losses = []
+
+    def run_step():
+        losses.append(float(step()))
+
     first, times, cpu_times = timed_steps(run_step, args.warmup, args.steps)
     return {"first_step_s": first, "step_times_s": times, "step_cpu_s": cpu_times, "losses": losses,
             "torch": torch.__version__, "transformers": transformers.__version__,
@@ -288,9 +351,7 @@ def run_in_worker(args):
             fuse_elementwise_with_xla(quiet=True)  # before worker_tf imports TensorFlow
         with contextlib.ExitStack() as stack:
             if name.endswith("-3qkv"):  # Q/K/V by three matmuls, as before the one-matmul projection
-                from bench.gpu_speed import step_pieces
-
-                stack.enter_context(step_pieces(("argmax",)))
+                stack.enter_context(three_qkv_matmuls())
             result = worker_tf(args, "bf16" if "bf16" in name else "fp32", name.endswith("-xla"))
     elif name == "hf-fp32":
         result = worker_hf(args)

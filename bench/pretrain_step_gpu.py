@@ -65,19 +65,36 @@ def synthetic_batch(rng, batch_size, seq_length, vocab_size):
     return {"input_ids": input_ids.astype("int32"), "input_mask": input_mask, "segment_ids": segment_ids}
 
 
-def build(args):
+def make_config(args, precision=None):
+    """The PretrainingConfig of --model-size, --seq-length, --batch-size, --generator-hidden-size and (bench/
+    gpu_speed.py's) --hparams, computing in `precision` (default --precision)."""
     from configs.pretraining_config import PretrainingConfig
-    from pretrain.builder import build_optimizer, build_pretrainer
 
     hparams = {"model_size": args.model_size, "max_seq_length": args.seq_length,
-               "train_batch_size": args.batch_size, "mixed_precision": args.precision}
+               "train_batch_size": args.batch_size, "mixed_precision": precision or args.precision}
     if args.generator_hidden_size is not None:
         hparams["generator_hidden_size"] = args.generator_hidden_size
-    hparams.update(json.loads(getattr(args, "hparams", None) or "{}"))  # bench/gpu_speed.py's --hparams
-    config = PretrainingConfig.create(hparams)
-    model = build_pretrainer(config, dtype=config.mixed_precision)
-    optimizer = build_optimizer(config)
-    optimizer.build(model.trainable_variables)
+    hparams.update(json.loads(getattr(args, "hparams", None) or "{}"))
+    return PretrainingConfig.create(hparams)
+
+
+def build(args, settings=None):
+    """(config, pretrainer, built optimizer). With `settings` (training_jax.speed_settings.StepSettings) exactly
+    as training_jax.pretrain builds a run: the config in the settings' precision, built and seeded by
+    pretrain.builder.build_for_training, the step's options set by speed_settings.apply_to_step."""
+    from pretrain.builder import build_for_training, build_optimizer, build_pretrainer
+
+    if settings is None:
+        config = make_config(args)
+        model = build_pretrainer(config, dtype=config.mixed_precision)
+        optimizer = build_optimizer(config)
+        optimizer.build(model.trainable_variables)
+        return config, model, optimizer
+    from training_jax import speed_settings
+
+    config = speed_settings.with_precision(make_config(args, settings.precision), settings)
+    model, optimizer = build_for_training(config)
+    speed_settings.apply_to_step(settings, model, optimizer)
     return config, model, optimizer
 
 
