@@ -10,6 +10,9 @@ keep_checkpoint_max, every save_checkpoints_steps), logs/ (TensorBoard) and eval
 same command again to resume after a crash or a kill. The strategy follows the hardware: default (CPU or
 one GPU), MirroredStrategy (several GPUs), MultiWorkerMirroredStrategy (TF_CONFIG with several workers),
 TPUStrategy (--tpu). train_batch_size is the global batch.
+
+Under KERAS_BACKEND=jax the same command trains with the JAX step, without TensorFlow, into the same model
+folder (training_jax/from_dataset.py: --max-minutes, --devices and the step's speed flags; docs/jax_gpu.md).
 """
 import argparse
 import os
@@ -20,25 +23,15 @@ from common.quiet import quiet_tensorflow
 quiet_tensorflow()  # before TensorFlow is imported anywhere: hides its start-up lines
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
-import pathlib
-
 from data import paths
 from common.errors import exit_on_input_error
 
 
 def parse_args(argv=None):
+    from pretrain_loop.arguments import add_pretraining_arguments
+
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model-name", required=True,
-                        help="folder under <data-dir>/models/; a model size name (electra_tiny, electra_small, "
-                             "electra_small_plus, electra_base, electra_large) also picks that size")
-    parser.add_argument("--data-dir", type=pathlib.Path, default=None,
-                        help=f"default ${paths.DATA_DIR_ENV} or ./{paths.DEFAULT_DATA_DIR}")
-    parser.add_argument("--hparams", default="",
-                        help="JSON object (inline or a .json file) of PretrainingConfig overrides")
-    parser.add_argument("--init-checkpoint", default=None,
-                        help="start from these weights (a model folder or checkpoint prefix) with a fresh "
-                             "optimizer; ignored when the model folder already has checkpoints (resume)")
-    parser.add_argument("--tpu", default=None, help="TPU name or address (\"local\" for a TPU VM)")
+    add_pretraining_arguments(parser)
     return parser.parse_args(argv)
 
 
@@ -103,8 +96,16 @@ def warn_emulated_bf16(precision, device_kind):
         print(warning, file=sys.stderr, flush=True)
 
 
-@exit_on_input_error
 def main(argv=None):
+    if os.environ.get("KERAS_BACKEND") == "jax":  # the same command on the JAX step, without TensorFlow
+        from training_jax import from_dataset
+
+        return from_dataset.main(argv)
+    return main_tensorflow(argv)
+
+
+@exit_on_input_error
+def main_tensorflow(argv=None):
     args = parse_args(argv)
     run = prepare(args)
     with run.folder_lock:

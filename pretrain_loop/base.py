@@ -72,6 +72,9 @@ class PretrainingLoop:
     def stopped_early(self, step, total):
         """The time limit stopped the run at `step`, before its end."""
 
+    def after_checkpoint(self, wall_seconds):
+        """A checkpoint and its evaluation are written (not at the last step)."""
+
     def after_first_updates(self, seconds):
         """The first updates, their compile included, took `seconds`."""
 
@@ -174,6 +177,8 @@ class PretrainingLoop:
                 self.evaluate(step)
             now = time.monotonic()
             wall = self.wall_before + now - start
+            if cadence.saves(step) and step < total:
+                self.after_checkpoint(wall)
             if step == cadence.pause_at and step < total:
                 self.save_state(wall)
                 self.say(f"paused at step {step} (--pause-at-step); the same command continues")

@@ -525,11 +525,12 @@ def restore_folder_weights(model, parts, flag="--model-dir"):
                     use_other=f"pass {flag} {{prefix}}")
 
 
-def write_weights_checkpoint(folder, step, weights, config, vocab_file, max_shard_bytes=None):
+def write_weights_checkpoint(folder, step, weights, config, vocab_file, max_shard_bytes=None, keep=None):
     """ckpt-<step> of `weights` ({Keras path: array}, in their dtypes) in a model folder, without TensorFlow
     (checkpoint_bundle: a JAX run's folder); then config.json and the vocabulary (when given), and last the state file
-    naming every checkpoint in the folder, so that a half-written checkpoint is never the one it names.
-    Returns the checkpoint's prefix."""
+    naming every checkpoint in the folder, so that a half-written checkpoint is never the one it names. With `keep`,
+    only the newest `keep` are named, and the older ones' files deleted after the state file no longer names them
+    (keep_checkpoint_max, as tf.train.CheckpointManager). Returns the checkpoint's prefix."""
     from storage import checkpoint_bundle
 
     folder = pathlib.Path(folder)
@@ -539,8 +540,13 @@ def write_weights_checkpoint(folder, step, weights, config, vocab_file, max_shar
     write_config(folder, config)
     if vocab_file is not None:
         copy_vocab(folder, vocab_file)
-    names = [pathlib.Path(p).name for p in saved_checkpoints(folder) if checkpoint_step(p) <= step]
+    saved = [p for p in saved_checkpoints(folder) if checkpoint_step(p) <= step]
+    dropped, kept = (saved[:-keep], saved[-keep:]) if keep else ([], saved)
+    names = [pathlib.Path(p).name for p in kept]
     write_state(folder, names[-1], names[:-1])
+    for old in dropped:
+        for path in checkpoint_bundle.bundle_files(pathlib.Path(old)):
+            path.unlink(missing_ok=True)
     return prefix
 
 

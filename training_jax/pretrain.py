@@ -374,10 +374,16 @@ class Run(PretrainingLoop):
         return float(schedule(step) if callable(schedule) else schedule)
 
     def held_out_metrics(self, step):
+        if not self.eval_batches:  # no held-out shard (do_eval off, or a one-shard dataset)
+            return None
         return self.evaluate_held_out(), len(self.eval_batches)
 
     def save_checkpoint(self, step):
         self.write_weights(step)
+
+    def after_checkpoint(self, wall_seconds):
+        if self.args.state_at_checkpoints:  # a kill after a checkpoint resumes from it, as a TensorFlow run does
+            self.save_state(wall_seconds)
 
     def stopped_early(self, step, total):
         if self.args.fit_minutes and step not in self.checkpoint_steps:
@@ -490,8 +496,8 @@ class Run(PretrainingLoop):
         self.set_schedule_steps()
 
     def evaluate_held_out(self):
-        import jax
-
+        if not self.eval_batches:
+            return None
         non_trainable, summed = self.eval_state0, None
         for batch in self.eval_batches:
             stats, non_trainable = self.evaluate_fn(self.state[0], non_trainable, batch)
@@ -508,7 +514,7 @@ class Run(PretrainingLoop):
             variable.assign(value)
         vocab = self.args.export / VOCAB_FILE
         prefix = save_checkpoint(self.args.out, step, self.model, self.args.weights_dtype, self.config,
-                                 vocab if vocab.is_file() else None)
+                                 vocab if vocab.is_file() else None, keep=self.args.keep_checkpoints or None)
         self.log(f"saved {pathlib.Path(prefix).name}")
 
 
@@ -537,6 +543,10 @@ def parse_args(argv=None):
     parser.add_argument("--time-limit-minutes", type=float, default=0.0,
                         help="save the state and stop before this many minutes (0: no limit)")
     parser.add_argument("--save-every-minutes", type=float, default=3.0)
+    parser.add_argument("--keep-checkpoints", type=int, default=0, metavar="N",
+                        help="keep only the newest N checkpoints in --out (0: all)")
+    parser.add_argument("--state-at-checkpoints", action="store_true",
+                        help="also save the resumable state at each checkpoint (run_pretraining.py under JAX)")
     parser.add_argument("--pause-at-step", type=int, default=0,
                         help="save the state and stop after this step (a planned interruption)")
     parser.add_argument("--weights-dtype", default="float16", choices=("float16", "float32"))

@@ -31,12 +31,13 @@ def model_values(model, dtype):
     return values
 
 
-def save_checkpoint(folder, step, model, dtype, config, vocab_file):
+def save_checkpoint(folder, step, model, dtype, config, vocab_file, keep=None):
     """ckpt-<step> of the model's weights (floats in `dtype`) in the model folder `folder`, with its config
-    and vocabulary; the state file, written last, names it. Returns the checkpoint's prefix."""
+    and vocabulary; the state file, written last, names it (and the `keep` - 1 before it, when given). Returns the
+    checkpoint's prefix."""
     from storage.model_folder import write_weights_checkpoint
 
-    return write_weights_checkpoint(folder, step, model_values(model, dtype), config, vocab_file)
+    return write_weights_checkpoint(folder, step, model_values(model, dtype), config, vocab_file, keep=keep)
 
 
 def checkpoint_of(path, flag="--init-from"):

@@ -1,0 +1,126 @@
+"""run_pretraining.py under KERAS_BACKEND=jax with TensorFlow unimportable: the same command trains the dataset
+folder build_pretraining_dataset.py wrote into the same model folder, resumes after kill -9 from its last
+checkpoint, refuses a second writer and a folder it did not write with one line; TensorFlow then reads the folder
+as it is and run_finetuning.py fine-tunes it."""
+import json
+import os
+import pathlib
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from tests.helpers import JAX_TEST_XLA_FLAGS, MICRO_MODEL, build_tiny_dataset, write_rte
+
+REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
+# TensorFlow made unimportable, as on a GPU machine without it; then the command as a user types it
+LAUNCH = ('import sys, runpy; sys.modules["tensorflow"] = None; sys.argv = ["run_pretraining.py"] + sys.argv[1:]; '
+          'runpy.run_path("run_pretraining.py", run_name="__main__")')
+HPARAMS = {"model_size": "electra_small", "model_hparam_overrides": {**MICRO_MODEL, "num_layers": 1},
+           "train_batch_size": 4, "eval_batch_size": 4, "num_eval_steps": 2, "iterations_per_loop": 2,
+           "save_checkpoints_steps": 4, "num_warmup_steps": 1, "learning_rate": 5e-4, "do_eval": True}
+
+
+def launch(data_dir, model, steps, log):
+    """The command in its own process, its output into the file `log` (a pipe nobody reads would block it)."""
+    env = dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu", PYTHONPATH=str(REPO_ROOT),
+               XLA_FLAGS=JAX_TEST_XLA_FLAGS)
+    with open(log, "w") as output:
+        return subprocess.Popen([sys.executable, "-c", LAUNCH, "--data-dir", str(data_dir), "--model-name", model,
+                                 "--hparams", json.dumps({**HPARAMS, "num_train_steps": steps})],
+                                cwd=REPO_ROOT, env=env, stdout=output, stderr=subprocess.STDOUT)
+
+
+def finished(process, log):
+    process.wait(timeout=600)
+    return process.returncode, pathlib.Path(log).read_text()
+
+
+def listed_steps(model_dir):
+    from storage import model_folder
+
+    return sorted(model_folder.checkpoint_step(path) for path in model_folder.saved_checkpoints(model_dir))
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """A long run killed with SIGKILL once its checkpoint at step 8 is listed (a second command on the folder
+    tried meanwhile), then the same command set to end 4 steps after the last checkpoint:
+    {killed, second, resumed: (exit code, output)}, the data dir, the model folder, the last listed step."""
+    data_dir = tmp_path_factory.mktemp("jax_cli") / "data"
+    build_tiny_dataset(data_dir, max_seq_length=32, num_shards=2)
+    model_dir, logs = data_dir / "models" / "micro", data_dir.parent
+    first = launch(data_dir, "micro", 100000, logs / "killed.log")
+    try:
+        deadline = time.monotonic() + 400
+        while time.monotonic() < deadline and first.poll() is None and 8 not in listed_steps(model_dir):
+            time.sleep(0.2)
+        second = finished(launch(data_dir, "micro", 100000, logs / "second.log"), logs / "second.log")
+    finally:
+        first.send_signal(signal.SIGKILL)
+        first.wait()
+    killed = (logs / "killed.log").read_text()
+    assert listed_steps(model_dir), killed[-3000:]
+    last = listed_steps(model_dir)[-1]
+    resumed = finished(launch(data_dir, "micro", last + 4, logs / "resumed.log"), logs / "resumed.log")
+    return {"killed": killed, "second": second, "resumed": resumed}, data_dir, model_dir, last
+
+
+def test_the_command_trains_without_tensorflow_and_resumes_after_kill_9(runs):
+    outputs, data_dir, model_dir, last = runs
+    assert last >= 8, outputs["killed"][-3000:]
+    code, output = outputs["resumed"]
+    assert code == 0, output[-3000:]
+    # from the state saved at the last checkpoint (or the one before, had the kill come between the two writes)
+    resumed_at = int(re.search(r"resumed at step (\d+)", output).group(1))
+    assert resumed_at in (last, last - 4) and resumed_at >= 4 and f"done: {last + 4} steps" in output
+    assert "train.npz: " not in output  # the arrays read from the shards the first time are kept
+    assert listed_steps(model_dir)[-1] == last + 4
+    assert len(listed_steps(model_dir)) <= 5  # keep_checkpoint_max: the older checkpoints' files are gone
+    records = [json.loads(line) for line in (model_dir / "metrics.jsonl").read_text().splitlines()]
+    train_steps = [r["step"] for r in records if r["split"] == "train"]
+    assert train_steps == sorted(set(train_steps)) and train_steps[-1] == last + 4
+    assert any(r["split"] == "eval" for r in records)
+    assert records[-1]["split"] == "run" and records[-1]["backend"] == "jax"
+    config = json.loads((model_dir / "config.json").read_text())
+    assert config["num_train_steps"] == last + 4 and config["model_name"] == "micro"
+    assert (model_dir / "vocab.txt").read_bytes() == (data_dir / "vocab.txt").read_bytes()
+
+
+def test_a_second_writer_stops_at_once_with_one_line(runs):
+    code, output = runs[0]["second"]
+    assert code == 2 and "another run is pretraining here" in output.strip().splitlines()[-1]
+
+
+def test_tensorflow_reads_the_folder_and_finetunes_it(runs):
+    import run_finetuning
+    from pretrain.loaded_folder import load_model_folder
+    from storage.checkpoint_bundle import read_model_weights
+
+    _, data_dir, model_dir, last = runs
+    loaded = load_model_folder(model_dir)
+    assert loaded.checkpoint.endswith(f"ckpt-{last + 4}")
+    trained = read_model_weights(model_dir / f"ckpt-{last + 4}")
+    for variable in loaded.pretrainer.weights:
+        np.testing.assert_array_equal(variable.numpy(), trained[variable.path].astype(variable.dtype))
+    text = (data_dir / "corpus" / "part0.txt").read_text().replace("\n", " ")
+    sentences = [" ".join(s.split()[:10]) for s in text.split(". ") if len(s.split()) >= 6]
+    write_rte(data_dir.parent / "glue" / "rte", sentences, {"train": 24, "dev": 8}, seed=0)
+    run_finetuning.main(["--data-dir", str(data_dir), "--model-name", "micro", "--task", "rte",
+                         "--finetuning-data-dir", str(data_dir.parent / "glue"),
+                         "--hparams", json.dumps({"max_train_steps": 2, "save_finetuned_models": False})])
+    results = json.loads((model_dir / "results" / "rte_results.json").read_text())
+    assert results["complete"] and results["checkpoint"].endswith(f"ckpt-{last + 4}")
+
+
+def test_a_folder_this_run_did_not_write_is_refused(runs, tmp_path):
+    _, data_dir, model_dir, _ = runs
+    other = data_dir / "models" / "copied"
+    shutil.copytree(model_dir, other, ignore=shutil.ignore_patterns("jax_work*"))
+    code, output = finished(launch(data_dir, "copied", 8, tmp_path / "copied.log"), tmp_path / "copied.log")
+    assert code == 2 and "holds checkpoints of a run this JAX run did not write" in output.strip().splitlines()[-1]

@@ -1,0 +1,198 @@
+"""run_pretraining.py under KERAS_BACKEND=jax: the same command, the same dataset folder, the same model folder.
+
+    KERAS_BACKEND=jax python run_pretraining.py --model-name electra_small [--max-minutes 30] [--devices N]
+
+On a machine with JAX, Keras and NumPy (TensorFlow not needed): the config is resolved exactly as under
+TensorFlow (configs.resolve.resolve_run: --model-name, --hparams, the dataset's metadata.json), the dataset's
+TFRecord shards are read without TensorFlow (data.record_reader) into device-resident arrays, and the JAX
+step trains them (training_jax.pretrain.Run: blocks of updates per dispatch, the device's speed settings,
+every local device, resume after a kill) into <data-dir>/models/<model-name>, the folder run_finetuning.py
+and checkpoints.export read. The model folder's cadence is the config's: logs every iterations_per_loop steps,
+checkpoints every save_checkpoints_steps (and extra_checkpoint_steps) and at the end, evaluations every
+eval_every_steps (else at each checkpoint) when do_eval.
+
+What the JAX run keeps beside the model folder's files lives in its jax_work/ folder: the examples as arrays
+(made once per dataset), the resolved config, and the resumable state (weights, optimizer slots, step, the
+batch order's position), saved every few minutes, at a pause and at the end: the same command continues from
+it. --max-minutes sizes the run to end, saved, that many minutes after it starts (training_jax.fit).
+"""
+import argparse
+import hashlib
+import json
+import pathlib
+import shutil
+import sys
+import time
+
+from common.errors import InputError, exit_on_input_error
+
+WORK_DIR = "jax_work"  # in the model folder
+ARRAYS_RECORD = "arrays.json"  # which shards the arrays were read from
+EVALS_PER_RUN = 30  # as training_jax.export: held-out evaluations along a --max-minutes run
+
+
+def parse_args(argv=None):
+    from pretrain_loop.arguments import add_pretraining_arguments
+    from training_jax import speed_settings
+
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_pretraining_arguments(parser)
+    jax_options = parser.add_argument_group("under KERAS_BACKEND=jax")
+    jax_options.add_argument("--max-minutes", type=float, default=0.0,
+                             help="compile, time the update, and size the run (steps, warmup, decay, checkpoints) "
+                                  "to end, saved, this many minutes after it starts; at most the config's steps")
+    jax_options.add_argument("--devices", type=int, default=None, metavar="N",
+                             help="train on the first N local devices (default: all), data parallel")
+    jax_options.add_argument("--num-processes", type=int, default=None)
+    jax_options.add_argument("--process-id", type=int, default=None)
+    jax_options.add_argument("--coordinator-address", default=None,
+                             help="several hosts: as training_jax.pretrain's (docs/jax_gpu.md)")
+    speed_settings.add_step_flags(jax_options)
+    return parser.parse_args(argv)
+
+
+def read_examples(dataset_dir, metadata, files, limit=None):
+    """{input_ids, input_mask, segment_ids} arrays of the shards' examples in file order, at most `limit`,
+    read without TensorFlow."""
+    from data import record_reader
+
+    return record_reader.read_examples(dataset_dir, metadata, files, limit=limit)
+
+
+def arrays_signature(resolved, eval_count):
+    """What the arrays were made from: the shards (names, sizes) and the held-out count."""
+    def describe(files):
+        return [[pathlib.Path(f).name, pathlib.Path(f).stat().st_size] for f in files]
+
+    record = {"train": describe(resolved.train_files), "eval": describe(resolved.eval_files),
+              "eval_count": eval_count}
+    return hashlib.sha256(json.dumps(record, sort_keys=True).encode()).hexdigest()
+
+
+def write_arrays(work, resolved, eval_count, say):
+    """train.npz / eval.npz of the dataset's split, unless the ones there were made from the same shards."""
+    import numpy as np
+
+    from training_jax.arrays import pack_examples
+    from training_jax.pretrain import EVAL_ARRAYS, TRAIN_ARRAYS
+
+    signature = arrays_signature(resolved, eval_count)
+    record = work / ARRAYS_RECORD
+    if record.is_file() and json.loads(record.read_text()).get("signature") == signature:
+        return
+    record.unlink(missing_ok=True)
+    for name, files, limit in ((TRAIN_ARRAYS, resolved.train_files, None),
+                               (EVAL_ARRAYS, resolved.eval_files, eval_count)):
+        start = time.monotonic()
+        examples = read_examples(resolved.dataset_dir, resolved.metadata, files, limit) if files else None
+        if examples is None or not len(examples["input_ids"]):
+            if name == TRAIN_ARRAYS:
+                raise InputError(f"{resolved.dataset_dir}: no training examples in its shards; rebuild it with "
+                                 "build_pretraining_dataset.py")
+            seq = resolved.config.max_seq_length  # no held-out shard: an empty evaluation
+            examples = {key: np.zeros((0, seq), "int32") for key in ("input_ids", "input_mask", "segment_ids")}
+        packed = pack_examples(examples["input_ids"], examples["input_mask"], examples["segment_ids"])
+        np.savez(work / name, **packed)
+        say(f"{name}: {len(examples['input_ids'])} examples from {len(files)} shard(s) in "
+            f"{time.monotonic() - start:.1f} s")
+    record.write_text(json.dumps({"signature": signature}))
+
+
+def checkpoint_steps(config):
+    """The TensorFlow run's: every save_checkpoints_steps, the extra steps, and the last."""
+    total, every = config.num_train_steps, config.save_checkpoints_steps
+    steps = set(range(every, total, every)) if every else set()
+    return sorted(steps | {s for s in config.extra_checkpoint_steps if 0 < s < total} | {total})
+
+
+def write_plan(work, name, config, resolved, eval_count):
+    """The work folder's export.json, config and vocabulary: the config as run_pretraining.py resolved it."""
+    from training_jax.export import fit_record, model_record
+    from training_jax.export_file import VOCAB_FILE, write_export_file
+
+    config_file = f"config_{name}.json"
+    config.save(work / config_file)
+    shutil.copyfile(resolved.vocab_file, work / VOCAB_FILE)
+    steps = checkpoint_steps(config)
+    eval_every = (config.eval_every_steps or config.save_checkpoints_steps) if config.do_eval and eval_count else 0
+    record = {"log_every": config.iterations_per_loop, "eval_every": {name: eval_every or config.num_train_steps},
+              "models": {name: model_record(config, config_file, steps)}, "eval_examples": eval_count,
+              "fit": fit_record(name, config, max(1, len(steps)))}
+    record["fit"]["evals"] = EVALS_PER_RUN
+    write_export_file(work, record)
+
+
+def refuse_tensorflow_checkpoints(model_dir, state_dir):
+    """A model folder with a TensorFlow run's checkpoints and no JAX state: continuing it here would start over
+    and overwrite its metrics."""
+    from storage import model_folder
+    from training_jax import state as state_lib
+
+    if model_folder.saved_checkpoints(model_dir) and not (state_dir / state_lib.STATE_FILE).is_file():
+        raise InputError(f"{model_dir}: holds checkpoints of a run this JAX run did not write; resume it as it was "
+                         "run (under TensorFlow), or start a new --model-name with --init-checkpoint "
+                         f"{model_dir}")
+
+
+def pretrain_arguments(args, work, model_dir, keep_checkpoints):
+    """training_jax.pretrain's arguments for this run."""
+    from training_jax.speed_settings import STEP_FLAG_NAMES
+
+    argv = ["--export", str(work), "--model", args.model_name, "--out", str(model_dir), "--state-dir",
+            str(work / "state"), "--state-at-checkpoints", "--keep-checkpoints", str(keep_checkpoints)]
+    if args.max_minutes:
+        argv += ["--fit-minutes", str(args.max_minutes)]
+    if args.init_checkpoint:
+        argv += ["--init-from", str(args.init_checkpoint)]
+    for name in ("devices", "num_processes", "process_id", "coordinator_address"):
+        if getattr(args, name) is not None:
+            argv += [f"--{name.replace('_', '-')}", str(getattr(args, name))]
+    for name in STEP_FLAG_NAMES:
+        value = getattr(args, name)
+        flag = f"--{name.replace('_', '-')}"
+        if value is True:
+            argv.append(flag)
+        elif value is False:
+            argv.append(f"--no-{name.replace('_', '-')}")
+        elif value is not None:
+            argv += [flag, str(value)]
+    return argv
+
+
+@exit_on_input_error
+def main(argv=None):
+    started = time.monotonic()
+    args = parse_args(argv)
+    if args.tpu:
+        raise InputError("--tpu: under KERAS_BACKEND=jax the TPU's devices are found by JAX itself; drop --tpu")
+    from training_jax import pretrain
+
+    pretrain.without_tensorflow()
+    import keras
+
+    if keras.backend.backend() != "jax":
+        sys.exit(f"run with KERAS_BACKEND=jax (got {keras.backend.backend()})")
+    from configs.resolve import resolve_run
+    from data import paths
+    from storage import folder_lock
+    from training_jax import data_parallel
+    from training_jax.compiles import use_compile_cache
+
+    resolved = resolve_run(args.model_name, args.hparams, args.data_dir or paths.default_data_dir())
+    config = resolved.config
+    model_dir = pathlib.Path(config.model_dir)
+    data_parallel.initialize_processes(args.coordinator_address, args.num_processes, args.process_id)
+    import jax
+
+    chief = jax.process_index() == 0
+    work = model_dir / (WORK_DIR if chief else f"{WORK_DIR}.process-{jax.process_index()}")
+    lock = folder_lock.acquire(model_dir, "pretraining") if chief else folder_lock.shared()
+    with lock:
+        refuse_tensorflow_checkpoints(model_dir, work / "state")
+        work.mkdir(parents=True, exist_ok=True)
+        eval_count = config.eval_batch_size * config.num_eval_steps if config.do_eval else 0
+        write_arrays(work, resolved, eval_count, lambda line: print(line, flush=True))
+        write_plan(work, args.model_name, config, resolved, eval_count)
+        use_compile_cache(work / pretrain.COMPILE_CACHE)
+        return pretrain.Run(pretrain.parse_args(pretrain_arguments(args, work, model_dir,
+                                                                          config.keep_checkpoint_max))).run(started)
