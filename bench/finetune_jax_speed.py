@@ -131,7 +131,16 @@ def _jax_env():
     return env
 
 
-def _finetune(args, stats):
+def _finetune(args, stats, in_process=False):
+    if in_process:  # this Python is a JAX one (KERAS_BACKEND=jax): no start-up, the shared programs reused
+        import contextlib
+        import io
+
+        from training_jax import finetune
+
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            finetune.main([*args, "--stats", str(stats)])
+        return json.loads(pathlib.Path(stats).read_text())
     command = [sys.executable, "-m", "training_jax.finetune", *args, "--stats", str(stats)]
     completed = subprocess.run(command, cwd=REPO, env=_jax_env(), capture_output=True, text=True)
     if completed.returncode != 0:
@@ -183,14 +192,16 @@ def steady(stats_list):
 
 def measure(work=None, tasks_dir=None, model_size="electra_tiny", models=3, tasks=tuple(GLUE_SIZES), scale=0.02,
             seeds=1, hparams=None, ways=("today", "new"), synthetic_length=128, before_models=1, model_hparams=None,
-            block_steps=16, lengths="glue"):
+            block_steps=16, lengths="glue", in_process=False):
     """Runs the ways in `ways` on the same tasks; "today", "blocks" and "new" train all `models`, "before" the
     first `before_models` of them (its processes run one after another, so its time grows with the models:
     compare wall_seconds_per_model). Returns {way: summary, "ratios": {"<newer>/<older>": {...}}, "tasks",
     "model_size", "device"}, each summary with wall_seconds, wall_seconds_per_model, processes, models,
     updates, train_seconds (the training loops' wall time), updates_per_second_per_model,
     updates_per_second_all_models, compiles, train_programs (the compiled training steps), compile_seconds,
-    traces, device, and for those three the run's settings."""
+    traces, device, and for those three the run's settings. `in_process`: every way in this Python (it must
+    run under KERAS_BACKEND=jax), a quick look: one start-up, and a program an earlier way compiled (the
+    prediction's, the models' initialisers) is not compiled again, so compiles count each way's own."""
     work = pathlib.Path(work or tempfile.mkdtemp(prefix="finetune_jax_speed_"))
     work.mkdir(parents=True, exist_ok=True)
     synthetic = tasks_dir
@@ -214,7 +225,7 @@ def measure(work=None, tasks_dir=None, model_size="electra_tiny", models=3, task
             for task in tasks:
                 out = work / "before" / f"model-{number}" / task
                 runs.append(({str(out): number}, _finetune(common([task]) + ["--weights", *files, "--out", str(out)]
-                                                 + BEFORE_FLAGS, out.with_suffix(".stats.json"))))
+                                                 + BEFORE_FLAGS, out.with_suffix(".stats.json"), in_process)))
         results["before"] = _summary(runs, time.monotonic() - start)
     for way, flags in (("today", TODAY_FLAGS), ("blocks", new_flags(block_steps, buckets=False)),
                        ("new", new_flags(block_steps))):
@@ -222,7 +233,7 @@ def measure(work=None, tasks_dir=None, model_size="electra_tiny", models=3, task
             start = time.monotonic()
             outs = [str(work / way / f"model-{number}") for number in range(len(weights))]
             stats = _finetune(common(tasks) + [arg for files in weights for arg in ("--weights", *files)]
-                              + ["--out", *outs] + flags, work / f"{way}.stats.json")
+                              + ["--out", *outs] + flags, work / f"{way}.stats.json", in_process)
             results[way] = _summary([({out: n for n, out in enumerate(outs)}, stats)], time.monotonic() - start)
             results[way]["settings"] = stats["settings"]
     done = [way for way in WAYS if way in results]
@@ -285,11 +296,14 @@ def main(argv=None):
                         help="synthetic tasks' lengths: like GLUE's, or uniform up to --synthetic-length")
     parser.add_argument("--work", type=pathlib.Path, default=None, help="where runs go (default: a new temp folder)")
     parser.add_argument("--json", type=pathlib.Path, default=None, help="also write the results here")
+    parser.add_argument("--in-process", action="store_true",
+                        help="every way in this Python (run with KERAS_BACKEND=jax): quicker, and programs an earlier "
+                             "way compiled are not compiled again (the smallest run: tests/test_jax_finetune_speed.py)")
     args = parser.parse_args(argv)
     results = measure(args.work, args.tasks_dir, args.model_size, args.models, tuple(args.tasks.split(",")),
                       args.scale, args.seeds, json.loads(args.hparams) if args.hparams else None,
                       tuple(args.ways.split(",")), args.synthetic_length, args.before_models, args.model_hparams,
-                      args.steps_per_dispatch, args.lengths)
+                      args.steps_per_dispatch, args.lengths, args.in_process)
     print(f"device {results['device']}; {args.model_size}, {args.models} models, tasks {args.tasks}, "
           f"{args.seeds} seed(s), K = {args.steps_per_dispatch}"
           f"{'' if args.tasks_dir else f', synthetic at scale {args.scale}, {args.lengths} lengths'}")
