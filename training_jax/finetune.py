@@ -39,7 +39,7 @@ batched together (training_jax.finetune_buckets: other batches, the same update 
 --steps-per-dispatch K runs K updates per dispatch from device-resident examples (training_jax.finetune_blocks;
 K single updates bit for bit on the CPU). --vmap-models trains the models of a task (one seed) in one update
 vmapped over them (training_jax.members; the separate runs' numbers within float32 rounding,
-tests/test_jax_finetune_vmap.py). The run goes in rounds, one seed of every task and model per round, the task
+tests/test_jax_finetune_buckets.py). The run goes in rounds, one seed of every task and model per round, the task
 with the most updates first within a round (task_order says why).
 
 Each task is fine-tuned alone (as the RTD-vs-MLM study does), so multitask_batches does not apply here
@@ -47,10 +47,10 @@ Each task is fine-tuned alone (as the RTD-vs-MLM study does), so multitask_batch
 that gives TrialRunner several tasks); OUT/<task>_results.json is TrialRunner's results file (every
 trial, median/mean/std, majority baseline), rewritten after each trial and marked complete after the
 last. A task whose results are complete is skipped, so running the same command again continues.
-Host-built batches (prediction, and training without --length-buckets and --steps-per-dispatch) are padded to
+Host-built batches (prediction, and training without buckets, blocks or vmapped models) are padded to
 a multiple of 32 tokens (pad_to_multiple; at most 4 lengths at 128) when the config's length_bucketing is on
-(--hparams; off by default, as the original: every batch max_seq_length long), and the compiled programs are kept in JAX's persistent cache (the first OUT/.jax_cache, or
-$JAX_COMPILATION_CACHE_DIR), so a later process of the same shapes reads them back. Fine-tuned models are
+(--hparams; off by default, as the original: every batch max_seq_length long), and the compiled programs
+are kept in JAX's persistent cache (the first OUT/.jax_cache, or $JAX_COMPILATION_CACHE_DIR), so a later process of the same shapes reads them back. Fine-tuned models are
 not saved (that needs TensorFlow's SavedModel).
 """
 import argparse
@@ -379,7 +379,7 @@ def parse_args(argv=None):
     parser.add_argument("--vmap-models", action=argparse.BooleanOptionalAction, default=None,
                         help="train the models of a task (of one seed) together, one update vmapped over them "
                              "(training_jax.members; the separate runs' numbers within float32 rounding, "
-                             "tests/test_jax_finetune_vmap.py); default on an accelerator, off on the CPU")
+                             "tests/test_jax_finetune_buckets.py); default on an accelerator, off on the CPU")
     before = parser.add_argument_group("what the code did before (for python -m bench.finetune_jax_speed)")
     before.add_argument("--no-fixed-shapes", action="store_true",
                         help="train the smaller last batch of an epoch at its own size (a program of its own)")

@@ -6,7 +6,7 @@ generators; the batch order of its trial's seed): the states are stacked on a le
 one seed share each block's example indices (training_jax.finetune_blocks), and at the end each member's slice
 is written back to its own variables, so prediction, evaluation and results files are TrialRunner's. The
 numbers are the separate runs' within float32 rounding (a batched matmul may sum in another order; on the CPU
-they come out equal bit for bit; tests/test_jax_finetune_vmap.py). One program per head kind, bucket length
+they come out equal bit for bit; tests/test_jax_finetune_buckets.py). One program per head kind, bucket length
 and K for all members. Members of different seeds (other batch orders) train one seed after another.
 """
 import time
