@@ -39,8 +39,9 @@ first block, with lower_s (tracing + lowering) and xla_s (.compile()) apart; ste
 after it (the compiled object called, one block in flight while the host waits for the one before); TFLOP/s by
 bench/flops.py's analytic count and its share of the device's dense bf16 peak; the loss; the lowered step's
 dot_general / sort / reduce counts. After the rows the fine-tuning half (bench/finetune_jax_speed.py's main) when
-it fits (--no-finetuning leaves it out). JAX preallocates most of the GPU's memory at start-up; Hugging Face's
-worker uses what is left (a quarter of an H200: ample at electra_small, batch 128).
+it fits (--no-finetuning leaves it out). TensorFlow is kept out of this process, as the GPU image has none
+(Keras's seeding would import it where it is installed). JAX preallocates most of the GPU's memory at start-up;
+Hugging Face's worker uses what is left (a quarter of an H200: ample at electra_small, batch 128).
 """
 import argparse
 import dataclasses
@@ -92,7 +93,9 @@ def skip_reason(budget, needed):
 
 
 def first_guess(config, seconds):
-    """A conservative guess of the first JAX variant's build + compile + window, from the towers' depth."""
+    """A guess of the first JAX variant's build + compile + window from the towers' depth (97 s at electra_small,
+    about what the H200's 76 s compile of the earlier step and 10 s of steps add up to), so that the window's
+    150 s hold Hugging Face's row and the defaults."""
     layers = config.model_config().num_layers + config.generator_model_config().num_layers
     return BUILD_GUESS_S + COMPILE_GUESS_S_PER_LAYER * layers + seconds
 
@@ -113,7 +116,7 @@ class RowLog:
 
 
 def default_out():
-    return os.path.join(os.environ["OUT"], "bench") if os.environ.get("OUT") else DEFAULT_OUT
+    return os.environ.get("OUT") or DEFAULT_OUT
 
 
 # ---------------------------------------------------------------------------------------- variants
@@ -129,12 +132,13 @@ def variant_overrides(defaults, platform):
     chosen = {"defaults": {}}
     for option in DECIDING + ("flat_update",):
         chosen[toggled(option, not getattr(defaults, option))] = {option: not getattr(defaults, option)}
-    rbg = defaults.prng != "rbg"
-    chosen[toggled("rbg", rbg)] = {"prng": "rbg" if rbg else "threefry2x32"}
+    rbg_on = defaults.prng != "rbg"
+    chosen[toggled("rbg", rbg_on)] = {"prng": "rbg" if rbg_on else "threefry2x32"}
     if defaults.precision == "mixed_bfloat16":  # bf16 attention does nothing under float32
         chosen[toggled("bf16_attention", not defaults.bf16_attention)] = {"bf16_attention": not defaults.bf16_attention}
-    blocks = block_steps(defaults, platform) == 1
-    chosen[toggled("blocks", blocks)] = {"steps_per_dispatch": default_block_steps("gpu", log_every()) if blocks else 1}
+    blocks_on = block_steps(defaults, platform) == 1  # on a CPU: the accelerator's K
+    chosen[toggled("blocks", blocks_on)] = {"steps_per_dispatch": default_block_steps("gpu", log_every()) if blocks_on
+                                            else 1}
     other = "float32" if defaults.precision == "mixed_bfloat16" else "mixed_bfloat16"
     chosen[f"defaults in {other}"] = {"precision": other}
     return chosen
@@ -343,6 +347,11 @@ def measure_hf(args, device):
 
 
 # ---------------------------------------------------------------------------------------- printing
+def rate(value):
+    """steps/s with three significant digits below 10 (a CPU's), one decimal above."""
+    return f"{value:.1f}" if value >= 10 else f"{value:.3g}"
+
+
 def measured(row):
     return row.get("steps_per_s") is not None
 
@@ -371,7 +380,7 @@ def describe(row):
         head = f"row {row['variant']} (K={row['steps_per_dispatch']})"
         timing = (f"build {row['build_s']:.1f} s, compile {row['compile_s']:.1f} s (trace + lower "
                   f"{row['lower_s']:.1f}, XLA {row['xla_s']:.1f}, first block {row['first_block_s']:.2f})")
-    return (f"{head}: {timing}; {row['steps_per_s']:.1f} steps/s over {row['window_s']:.1f} s, {x_hf}, "
+    return (f"{head}: {timing}; {rate(row['steps_per_s'])} steps/s over {row['window_s']:.1f} s, {x_hf}, "
             f"{row['tflops']:.2f} TFLOP/s, {share}, loss {row['loss']:.4f}; took {row.get('took_s', 0):.1f} s")
 
 
@@ -387,7 +396,7 @@ def table(rows):
             f"{row['compile_s']:.1f} ({row['lower_s']:.1f} + {row['xla_s']:.1f})"
         share = f"{row['share_of_peak']:.1%}" if row.get("share_of_peak") is not None else "n/a"
         x_hf = f"{row['x_hf']:.2f}" if row.get("x_hf") is not None else "n/a"
-        lines.append(f"| {row['variant']} | {row['steps_per_dispatch']} | {compile_cell} | {row['steps_per_s']:.1f} "
+        lines.append(f"| {row['variant']} | {row['steps_per_dispatch']} | {compile_cell} | {rate(row['steps_per_s'])} "
                      f"| {x_hf} | {row['tflops']:.2f} | {share} | {row['loss']:.4f} |")
     return "\n".join(lines)
 
@@ -397,7 +406,7 @@ def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--max-seconds", type=float, default=150.0,
                         help="the whole run's bound (0: none); what would not fit is skipped")
-    parser.add_argument("--out", default=None, help=f"folder of {JSONL} (default: $OUT/bench, else {DEFAULT_OUT})")
+    parser.add_argument("--out", default=None, help=f"folder of {JSONL} (default: $OUT, else {DEFAULT_OUT})")
     parser.add_argument("--model-size", default="electra_small")
     parser.add_argument("--batch-size", type=int, default=128)
     parser.add_argument("--seq-length", type=int, default=128)
