@@ -34,11 +34,13 @@ COVERED_BY = {
     "finetune_threads": HERE,
     "flops": "tests/test_bench_flops.py",
     "gpu_speed": "tests/test_bench_gpu_speed.py",
+    "gpu_window": "tests/test_jax_run.py",
     "jax_startup": HERE,
     "predict_vs_hf": HERE,
     "pretrain_step_cpu": HERE,
     "pretrain_step_gpu": "tests/test_bench_gpu_speed.py",
     "profile_step_cpu": "tests/test_bench_profile.py",
+    "record_reader_speed": "tests/test_record_reader.py",
     "returned_sizes": HERE,
     "worker_process": HERE,  # run_worker's side here; its real worker processes: tests/test_bench_dense_grad.py
 }

@@ -44,13 +44,6 @@ def test_float32_turns_the_bf16_attention_default_off_and_refuses_the_flag():
         speed_settings.resolve_from_args(parsed("--bf16-attention"), "cpu")
 
 
-def test_fine_tuning_is_bfloat16_on_an_accelerator_unless_told():
-    assert speed_settings.finetune_precision("gpu") == "mixed_bfloat16"
-    assert speed_settings.finetune_precision("cpu") == "float32"
-    assert speed_settings.finetune_precision("gpu", bf16=False) == "float32"
-    assert speed_settings.finetune_precision("cpu", bf16=True) == "mixed_bfloat16"
-
-
 def test_the_settings_record_round_trips_through_json():
     import json
 

@@ -213,7 +213,11 @@ def dry_run(args, export_dir, model, flags):
         pretrain_lib.main(["--export", str(export_dir), "--model", name, "--out", str(args.work_dir / "dry_run"),
                            "--dry-run", "--platform", platform, *flags])
     if args.tasks_dir:
-        print(f"fine-tuning: precision {speed_settings.finetune_precision(platform)} (default); tasks from "
+        from training_jax import finetune_settings
+
+        defaults = argparse.Namespace(bf16=None, length_buckets=None, bucket_lengths="", steps_per_dispatch=None,
+                                      vmap_models=None)
+        print(f"fine-tuning: {finetune_settings.resolve(defaults, platform).describe()} (defaults); tasks from "
               f"{args.tasks_dir}", flush=True)
     log(f"dry run on {platform}: nothing compiled; the run would pretrain for about the minutes left after "
         f"{args.finetune_minutes:g} min of fine-tuning, inside --minutes {args.minutes:g}")

@@ -153,10 +153,3 @@ def apply_to_step(settings, model, optimizer):
         use_fused_attention(model, True)
     use_prng(settings.prng)
 
-
-def finetune_precision(platform, bf16=None):
-    """Fine-tuning's compute policy: `bf16` when given (--bf16 / --no-bf16), else mixed_bfloat16 on an accelerator
-    and the original's float32 on a CPU."""
-    if bf16 is None:
-        bf16 = is_accelerator(platform)
-    return "mixed_bfloat16" if bf16 else "float32"
