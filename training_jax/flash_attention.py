@@ -16,7 +16,7 @@ Only the bidirectional padding mask (keys masked, [batch, seq] or [batch, 1, 1, 
 keep the explicit path (model/attention.py checks). The softmax is float32 whatever the inputs' dtype; the output
 and the gradients are in the inputs' dtype.
 
-The kernels use what the Pallas Triton backend lowers (ref slices with pl.ds, jnp element ops on uint32, pl.dot,
+The kernels use what the Pallas Triton backend lowers (ref slices with pl.ds, jnp element ops on uint32, lax.dot_general,
 lax.fori_loop over blocks, power-of-two block shapes); on a CPU they run in Pallas's interpret mode. JAX only: the
 model reaches this through SelfAttention.fused_attention_fn, set by `use_fused_attention_in` or
 training_jax.step.use_fused_attention.
@@ -107,9 +107,16 @@ def dropout_keep_mask(seed, batch, heads, seq, dropout_rate):
 # ------------------------------------------------------------------------------------------- the kernels' pieces
 
 
+def _dot(a, b, trans_a=False, trans_b=False):
+    """a·b of two 2-D blocks, accumulated in float32 (what pl.dot did; JAX 0.11 moved it out of pallas, so the
+    kernels spell it with lax.dot_general, which every version's Triton lowering takes)."""
+    contract = ((0 if trans_a else 1,), (1 if trans_b else 0,))
+    return lax.dot_general(a, b, dimension_numbers=(contract, ((), ())), preferred_element_type=jnp.float32)
+
+
 def _scores(q, k, key_ok, scale):
     """float32 [rows, keys]: q·kᵀ·scale, masked keys at -1e9 (as explicit_attention)."""
-    logits = pl.dot(q, k, trans_b=True) * scale
+    logits = _dot(q, k, trans_b=True) * scale
     return jnp.where(key_ok[None, :], logits, _MASKED_LOGIT)
 
 
@@ -142,7 +149,7 @@ def _forward_kernel(q_ref, k_ref, v_ref, key_mask_ref, row_keys_ref, out_ref, ls
         total = total * correction + jnp.sum(probs, axis=1)  # the softmax's normaliser: before dropout
         probs = _dropped(probs, _keep_block(config, keys_of_rows, index * config.block_k))
         v = v_ref[block, :]
-        acc = acc * correction[:, None] + pl.dot(probs.astype(v.dtype), v)
+        acc = acc * correction[:, None] + _dot(probs.astype(v.dtype), v)
         return acc, new_peak, total
 
     start = (jnp.zeros((rows, q.shape[1]), jnp.float32), jnp.full((rows,), -jnp.inf, jnp.float32),
@@ -157,7 +164,7 @@ def _score_gradient(config, q, k, v, d_out, lse, delta, key_ok, keep):
     dP = dropout(dO·vᵀ); dS = P ∘ (dP - delta), delta = rowsum(dO ∘ O) = rowsum(dP ∘ P) with the dropped output.
     Masked keys get no gradient, as through explicit_attention's where (it matters for a row with no real key)."""
     probs = jnp.exp(_scores(q, k, key_ok, config.scale) - lse[:, None])
-    d_probs = _dropped(pl.dot(d_out, v, trans_b=True), keep)
+    d_probs = _dropped(_dot(d_out, v, trans_b=True), keep)
     d_scores = jnp.where(key_ok[None, :], probs * (d_probs - delta[:, None]), 0.0) * config.scale
     return _dropped(probs, keep), d_scores
 
@@ -175,8 +182,8 @@ def _key_value_gradient_kernel(q_ref, k_ref, v_ref, key_mask_ref, row_keys_ref, 
         keep = _keep_block(config, row_keys_ref[block], first_key) if config.dropout else None
         q, d_out = q_ref[block, :], d_out_ref[block, :]
         probs, d_scores = _score_gradient(config, q, k, v, d_out, lse_ref[block], delta_ref[block], key_ok, keep)
-        dv = dv + pl.dot(probs.astype(d_out.dtype), d_out, trans_a=True)
-        dk = dk + pl.dot(d_scores.astype(q.dtype), q, trans_a=True)
+        dv = dv + _dot(probs.astype(d_out.dtype), d_out, trans_a=True)
+        dk = dk + _dot(d_scores.astype(q.dtype), q, trans_a=True)
         return dk, dv
 
     zeros = jnp.zeros(k.shape, jnp.float32)
@@ -197,7 +204,7 @@ def _query_gradient_kernel(q_ref, k_ref, v_ref, key_mask_ref, row_keys_ref, d_ou
         k = k_ref[block, :]
         _, d_scores = _score_gradient(config, q, k, v_ref[block, :], d_out, lse, delta,
                                       key_mask_ref[block] != 0, keep)
-        return dq + pl.dot(d_scores.astype(k.dtype), k)
+        return dq + _dot(d_scores.astype(k.dtype), k)
 
     dq = lax.fori_loop(0, k_ref.shape[0] // config.block_k, over_key_block, jnp.zeros(q.shape, jnp.float32))
     dq_ref[...] = dq.astype(dq_ref.dtype)
