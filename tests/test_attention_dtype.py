@@ -117,7 +117,7 @@ GUARD_SCRIPT = textwrap.dedent('''
     sys.modules["tensorflow"] = None
     import jax, numpy as np
     from bench.gpu_speed import lowered_structure
-    from bench.pretrain_step_gpu import synthetic_batch
+    from tests.helpers import synthetic_batch
     from configs.pretraining_config import PretrainingConfig
     from pretrain import sampling
     from pretrain.builder import build_for_training

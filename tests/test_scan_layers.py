@@ -18,7 +18,7 @@ JAX_SCRIPT = textwrap.dedent('''
     import json, sys
     sys.modules["tensorflow"] = None
     import jax, keras, numpy as np
-    from bench.pretrain_step_gpu import synthetic_batch
+    from tests.helpers import synthetic_batch
     from configs.pretraining_config import PretrainingConfig
     from pretrain.builder import build_for_training
     from training_jax.step import make_step_fn, use_layer_scan

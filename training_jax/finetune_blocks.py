@@ -22,9 +22,20 @@ import numpy as np
 from data.progress import ProgressLine
 from finetune.batches import EXAMPLE_WEIGHT
 from training_jax.finetune_buckets import training_blocks
-from training_jax.members import member, stack
 
 _RESIDENT = {}  # id(features) -> (features, their arrays on the device): a task's examples uploaded once
+
+
+@jax.jit
+def stack(states):
+    """The members' states on a leading axis: one program for the whole tree, not one per array shape."""
+    return jax.tree.map(lambda *values: jax.numpy.stack(values), *states)
+
+
+@jax.jit
+def member(state, number):
+    """One member's slice of a stacked state (`number` an input: one program for all members)."""
+    return jax.tree.map(lambda value: value[number], state)
 
 
 def resident_examples(features, max_seq_length):

@@ -11,15 +11,13 @@ and K for all members. Members of different seeds (other batch orders) train one
 """
 import time
 
-import jax
+from training_jax.finetune_blocks import train_in_blocks
 
 
 def train_members(trainers, arguments):
     """Trains JaxTrainers (with block_steps) together; `arguments`: each one's trainer.train arguments
     (features by task, steps, seed, reporter, label), one task and the same steps for all. Returns the
     training seconds."""
-    from training_jax.finetune_blocks import train_in_blocks
-
     start = time.monotonic()
     if not all(trainer.block_steps for trainer in trainers):
         raise ValueError("members trained together train in blocks: give each JaxTrainer block_steps >= 1")
@@ -27,15 +25,3 @@ def train_members(trainers, arguments):
         chosen = [n for n, a in enumerate(arguments) if a[2] == seed]
         train_in_blocks([trainers[n] for n in chosen], [arguments[n] for n in chosen])
     return time.monotonic() - start
-
-
-@jax.jit
-def stack(states):
-    """The members' states on a leading axis: one program for the whole tree, not one per array shape."""
-    return jax.tree.map(lambda *values: jax.numpy.stack(values), *states)
-
-
-@jax.jit
-def member(state, number):
-    """One member's slice of a stacked state (`number` an input: one program for all members)."""
-    return jax.tree.map(lambda value: value[number], state)
