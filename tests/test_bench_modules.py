@@ -42,6 +42,7 @@ COVERED_BY = {
     "profile_step_cpu": "tests/test_bench_profile.py",
     "record_reader_speed": "tests/test_record_reader.py",
     "returned_sizes": HERE,
+    "step_hlo_cpu": HERE,
     "worker_process": HERE,  # run_worker's side here; its real worker processes: tests/test_bench_dense_grad.py
 }
 MICRO_ONE_LAYER = {**MICRO_MODEL, "num_layers": 1}
@@ -234,7 +235,7 @@ def test_predict_vs_hf(predict_work_dir, shared_stand_in, monkeypatch, capsys):
 JAX_SCRIPT = textwrap.dedent('''
     import contextlib, io, json, sys, types
     sys.modules["tensorflow"] = None
-    from bench import jax_startup, returned_sizes, worker_process
+    from bench import jax_startup, returned_sizes, step_hlo_cpu, worker_process
     from tests.helpers import run_module_here
 
     worker_process.subprocess = types.SimpleNamespace(run=run_module_here)  # the three builds in this process
@@ -242,7 +243,9 @@ JAX_SCRIPT = textwrap.dedent('''
     for name, module, argv in (
             ("jax_startup", jax_startup, ["--model-size", "electra_tiny", "--hparams", HPARAMS, "--work", WORK]),
             ("returned_sizes", returned_sizes, ["--model-size", "electra_tiny", "--one-model", "--work",
-                                                WORK + "/returned", "--vocab-file", VOCAB])):
+                                                WORK + "/returned", "--vocab-file", VOCAB]),
+            ("step_hlo_cpu", step_hlo_cpu, ["--model-hparams", HPARAMS, "--vocab-size", "120", "--batch-size", "2",
+                                            "--seq-length", "16", "--variants", "cpu"])):
         out = io.StringIO()
         with contextlib.redirect_stdout(out):
             module.main(argv)
@@ -281,3 +284,6 @@ def test_jax_benchmarks_in_one_process(jax_benchmarks):
     assert files and all(float(mib) >= 0 for mib in files), sizes
     summary = re.search(rf"^(\d+) files \(limit \d+\), ({NUMBER}) MiB", sizes, re.M)
     assert summary and int(summary.group(1)) == len(files) and float(summary.group(2)) > 0, sizes
+    row = re.search(r"^\| cpu \| (\d+) \| (\d+) \| (\d+) \| (\d+) \| ({NUMBER}) \|$".replace("{NUMBER}", NUMBER),
+                    printed["step_hlo_cpu"], re.M)
+    assert row and int(row.group(1)) >= int(row.group(2)) > 0 and int(row.group(3)) > 0, printed["step_hlo_cpu"]
