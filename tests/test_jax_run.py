@@ -10,12 +10,16 @@ import shlex
 import numpy as np
 import pytest
 
-from tests.helpers import JAX_TEST_XLA_FLAGS, export_tiny_run, run_script_under_jax, write_rte
+from tests.helpers import JAX_TEST_XLA_FLAGS, MICRO_MODEL, export_tiny_run, run_script_under_jax, write_rte
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 # A micro model: minutes to spare (the run stops at the exported 8 steps), fine-tuning of one short trial.
 TINY = " --minutes 7 --finetune-minutes 2 --seeds 1 --measure-steps 5 --finetune-hparams " + shlex.quote(
     json.dumps({"max_train_steps": 2}))
+# The window's benchmark at a micro size: one variant, a second's timing, inside 60 s.
+MICRO_BENCH = ("--max-seconds 60 --no-finetuning --first-estimate 1 --batch-size 4 --seq-length 32 --seconds 1 "
+               "--examples 32 --precision float32 --variants defaults --hparams " + shlex.quote(json.dumps(
+                   {"model_hparam_overrides": {**MICRO_MODEL, "num_layers": 1}, "vocab_size": 120})))
 
 
 def carried_wheels(source, folder):
@@ -33,8 +37,8 @@ def carried_wheels(source, folder):
 @pytest.fixture(scope="module")
 def first_run(tmp_path_factory):
     from finetune import arrays
+    from bench.gpu_window import window_line
     from tests.helpers import accelerator_python, image_python, repository_mirror
-    from training_jax.run import device_line
 
     python, wheels = image_python()
     root = tmp_path_factory.mktemp("jax_run")
@@ -49,9 +53,10 @@ def first_run(tmp_path_factory):
     arrays.main(["--tasks", "rte", "--finetuning-data-dir", str(root / "glue"), "--vocab-file",
                  str(export / "vocab.txt"), "--out", str(export / "tasks")])
     (repo / "jax_export").symlink_to(export)
-    printed = device_line("jax_export")
+    # the GPU window's line (bench.gpu_window): the bounded benchmark, then the time-boxed run, at micro sizes
+    line = window_line("jax_export", bench_args=MICRO_BENCH, run_args=TINY.strip() + " --also-mlm")
     python_dir = accelerator_python(root / "py", python)
-    status, output = device_call(printed + TINY + " --also-mlm", repo, root / "OUT", python_dir, root)
+    status, output = device_call(line, repo, root / "OUT", python_dir, root)
     assert status == 0, output[-4000:]
     return root, export, output, (repo, python_dir)
 
@@ -67,8 +72,26 @@ def device_call(line, repo, out, python_dir, root):
         return run_device_line(line, repo, out, python_dir, 600)
 
 
+def test_the_window_line_benchmarks_first_and_keeps_its_rows(first_run):
+    """bench.gpu_window's line: the benchmark's header and its measured row are in $OUT/bench before the run."""
+    root = first_run[0]
+    records = [json.loads(line) for line in (root / "OUT" / "bench" / "gpu_speed.jsonl").read_text().splitlines()]
+    header = records[0]
+    assert header["kind"] == "header" and header["python"].startswith("3.12.") and header["jax"] == "0.11.2"
+    measured = [r for r in records[1:] if r["kind"] == "variant" and r["variant"] == "defaults"]
+    assert len(measured) == 1 and measured[0]["steps_per_s"] > 0 and measured[0]["settings"]["precision"] == "float32"
+    bench_file, run_file = root / "OUT" / "bench" / "gpu_speed.jsonl", root / "OUT" / "run.json"
+    assert bench_file.stat().st_mtime <= run_file.stat().st_mtime  # the benchmark ended before the run wrote
+
+
+def test_the_documented_window_line_is_the_one_bench_gpu_window_prints():
+    from bench.gpu_window import window_line
+
+    assert window_line("jax_export") in (REPO / "docs" / "jax_gpu.md").read_text()
+
+
 def test_the_one_call_runs_as_printed_then_imports_and_finetunes_here(first_run):
-    """The printed line with --also-mlm, under Python 3.12, JAX 0.11.2 and NumPy 2.5.2 (the GPU image's): both
+    """The window's run with --also-mlm, under Python 3.12, JAX 0.11.2 and NumPy 2.5.2 (the GPU image's): both
     models pretrained at equal FLOPs and fine-tuned with the control; both import here (TensorFlow)."""
     import run_finetuning
     from checkpoints import import_jax
@@ -96,7 +119,8 @@ def test_the_one_call_runs_as_printed_then_imports_and_finetunes_here(first_run)
     assert results["control"]["rte"]["checkpoint"].startswith("none")
     back = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())
     steps = record["mlm"]["steps"]
-    assert back == ["metrics.jsonl", "mlm/metrics.jsonl", "models.tar.part1of1", "results.json", "run.json"]
+    assert back == ["bench/gpu_speed.jsonl", "metrics.jsonl", "mlm/metrics.jsonl", "models.tar.part1of1",
+                    "results.json", "run.json"]
     lines = [line for line in summary.splitlines() if "python -m checkpoints.import_jax" in line]
     here = {"OUT/": f"{out}/", "electra_data": str(root / "data"), "jax_export": str(export)}  # the folders here
     folders = []
@@ -149,14 +173,14 @@ def test_a_continued_run_starts_from_the_returned_weights_and_counts_steps_on(fi
     out = tmp_path / "OUT2"
     line = (f"export PYTHONPATH=$PWD/.whl/site KERAS_BACKEND=jax; python3 -m training_jax.run --export jax_export "
             f"--out $OUT --minutes 5 --finetune-minutes 0 --measure-steps 5 --init-from {member} "
-            "--pretrain-flags '--bf16-attention --prng rbg'")  # the speed options, under the GPU image's JAX
+            "--pretrain-flags '--prng rbg --flat-update'")  # the speed options, under the GPU image's JAX
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         call = pool.submit(device_call, line, repo, out, python_dir, root)
         started = run_script_under_jax(script, REPO)
         status, output = call.result()
     assert started["same"] and started["count"] > 10 and not started["fresh_same"]
     assert status == 0, output[-4000:]
-    assert "attention bfloat16 softmax; random bits rbg" in output, output[-4000:]
+    assert "precision float32 (default); prng rbg; flat update on; " in output, output[-4000:]
     record = json.loads((out / "run.json").read_text())
     assert record["steps_before"] == 8 and record["total_steps"] == 8 + record["steps"] and record["steps"] > 0
     assert record["optimizer"].startswith("fresh moments") and len(record["runs"]) == 2
