@@ -28,7 +28,7 @@ from common.errors import exit_on_input_error
 
 
 def parse_args(argv=None):
-    from pretrain_loop.arguments import add_pretraining_arguments
+    from configs.pretraining_arguments import add_pretraining_arguments
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_pretraining_arguments(parser)

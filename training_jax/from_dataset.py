@@ -32,7 +32,7 @@ EVALS_PER_RUN = 30  # as training_jax.export: held-out evaluations along a --max
 
 
 def parse_args(argv=None):
-    from pretrain_loop.arguments import add_pretraining_arguments
+    from configs.pretraining_arguments import add_pretraining_arguments
     from training_jax import speed_settings
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
