@@ -13,7 +13,7 @@ eval_every_steps (else at each checkpoint) when do_eval.
 
 What the JAX run keeps beside the model folder's files lives in its jax_work/ folder: the examples as arrays
 (made once per dataset), the resolved config, and the resumable state (weights, optimizer slots, step, the
-batch order's position), saved every few minutes, at a pause and at the end: the same command continues from
+batch order's position), saved at each checkpoint, every few minutes and at the end: the same command continues from
 it. --max-minutes sizes the run to end, saved, that many minutes after it starts (training_jax.fit).
 """
 import argparse
