@@ -258,4 +258,5 @@ def test_a_pretraining_update_with_use_fused_attention_runs(results):
     assert step["set_on"] == [True, True], step  # the generator's and the discriminator's layer
     assert all(np.isfinite(step["losses"])) and step["losses"][0] > 0, step
     assert step["seeds_advanced"], step
-    assert all(found == {"f32": 0, "bf16": 0} for found in step["text_scores"]), step  # seq 16 here: the micro model's whole step
+    # seq 16 here: the micro model's whole step
+    assert all(found == {"f32": 0, "bf16": 0} for found in step["text_scores"]), step

@@ -12,8 +12,8 @@ no-ops; one program for both) give the weights, logged losses and dev scores of 
 a vmapped matmul is a batched one, which XLA may sum in another order; on the CPU they come out equal bit for
 bit, and the test asks for 1e-6 of the largest weight. The CLI with --vmap-models, two models and two seeds
 writes the results files of the run without it (the same seeds, metrics within rounding), the settings
-recorded in each, and compiles no block program: the one above serves a second task of another size. One block program per bucket:
-tests/test_jax_finetune_speed.py.
+recorded in each, and compiles no block program: the one above serves a second task of another size.
+One block program per bucket: tests/test_jax_finetune_speed.py.
 """
 import itertools
 import json
