@@ -10,8 +10,9 @@ and sent by the host), one model after another. new: the same process with what 
 (training_jax.finetune_settings): length buckets, --steps-per-dispatch K updates per dispatch from
 device-resident examples, the models of a task vmapped, and bfloat16 on an accelerator (float32 on the CPU,
 where bfloat16 is emulated). blocks (--ways today,blocks,new): new without length buckets, every batch
-max_seq_length long (what buckets add: fewer padded tokens, more programs to compile). 
-before (--ways before,...): issue 33's baseline, one process per (model, task) job for the first --before-models models (--no-fixed-shapes --no-shared-programs --no-sized-steps). Every way
+max_seq_length long (what buckets add: fewer padded tokens, more programs to compile).
+before (--ways before,...): issue 33's baseline, one process per (model, task) job for the first
+--before-models models (--no-fixed-shapes --no-shared-programs --no-sized-steps). Every way
 starts from an empty compilation cache. Printed per way: wall time (process start-ups, compiles and
 evaluation included) in all and per model, updates/s per model in its training loops (their compiles
 included; vmapped models train at once, so each one's rate is its updates over the shared loop's time),
