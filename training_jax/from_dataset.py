@@ -28,7 +28,6 @@ from common.errors import InputError, exit_on_input_error
 
 WORK_DIR = "jax_work"  # in the model folder
 ARRAYS_RECORD = "arrays.json"  # which shards the arrays were read from
-EVALS_PER_RUN = 30  # as training_jax.export: held-out evaluations along a --max-minutes run
 
 
 def parse_args(argv=None):
@@ -51,14 +50,6 @@ def parse_args(argv=None):
     return parser.parse_args(argv)
 
 
-def read_examples(dataset_dir, metadata, files, limit=None):
-    """{input_ids, input_mask, segment_ids} arrays of the shards' examples in file order, at most `limit`,
-    read without TensorFlow."""
-    from data import record_reader
-
-    return record_reader.read_examples(dataset_dir, metadata, files, limit=limit)
-
-
 def arrays_signature(resolved, eval_count):
     """What the arrays were made from: the shards (names, sizes) and the held-out count."""
     def describe(files):
@@ -73,6 +64,7 @@ def write_arrays(work, resolved, eval_count, say):
     """train.npz / eval.npz of the dataset's split, unless the ones there were made from the same shards."""
     import numpy as np
 
+    from data.record_reader import read_examples  # NumPy alone: no TensorFlow
     from training_jax.arrays import pack_examples
     from training_jax.pretrain import EVAL_ARRAYS, TRAIN_ARRAYS
 
@@ -84,7 +76,7 @@ def write_arrays(work, resolved, eval_count, say):
     for name, files, limit in ((TRAIN_ARRAYS, resolved.train_files, None),
                                (EVAL_ARRAYS, resolved.eval_files, eval_count)):
         start = time.monotonic()
-        examples = read_examples(resolved.dataset_dir, resolved.metadata, files, limit) if files else None
+        examples = read_examples(resolved.dataset_dir, resolved.metadata, files, limit=limit) if files else None
         if examples is None or not len(examples["input_ids"]):
             if name == TRAIN_ARRAYS:
                 raise InputError(f"{resolved.dataset_dir}: no training examples in its shards; rebuild it with "
@@ -117,8 +109,7 @@ def write_plan(work, name, config, resolved, eval_count):
     eval_every = (config.eval_every_steps or config.save_checkpoints_steps) if config.do_eval and eval_count else 0
     record = {"log_every": config.iterations_per_loop, "eval_every": {name: eval_every or config.num_train_steps},
               "models": {name: model_record(config, config_file, steps)}, "eval_examples": eval_count,
-              "fit": fit_record(name, config, max(1, len(steps)))}
-    record["fit"]["evals"] = EVALS_PER_RUN
+              "fit": fit_record(name, config, max(1, len(steps)))}  # --max-minutes sizes the run by it
     write_export_file(work, record)
 
 
@@ -188,7 +179,8 @@ def main(argv=None):
     work = model_dir / (WORK_DIR if chief else f"{WORK_DIR}.process-{jax.process_index()}")
     lock = folder_lock.acquire(model_dir, "pretraining") if chief else folder_lock.shared()
     with lock:
-        refuse_tensorflow_checkpoints(model_dir, work / "state")
+        if chief:  # the model folder is process 0's; the others keep only their own state
+            refuse_tensorflow_checkpoints(model_dir, work / "state")
         work.mkdir(parents=True, exist_ok=True)
         eval_count = config.eval_batch_size * config.num_eval_steps if config.do_eval else 0
         write_arrays(work, resolved, eval_count, lambda line: print(line, flush=True))

@@ -54,11 +54,10 @@ import time
 from common.errors import InputError, exit_on_input_error
 from pretrain_loop.base import DONE, PAUSED, PretrainingLoop
 from pretrain_loop.cadence import Cadence
-from training_jax import data_parallel, fit
+from training_jax import data_parallel, fit, speed_settings
 from training_jax import state as state_lib
 from training_jax.arrays import load_packed, unpack_examples
 from training_jax.export_file import VOCAB_FILE, model_entry, read_export_file
-from training_jax import speed_settings
 from training_jax.weights import save_checkpoint
 
 TRAIN_ARRAYS = "train.npz"
@@ -71,7 +70,6 @@ def build(config_path, settings=None):
     (training_jax.speed_settings; None: the CPU's defaults, the config's precision)."""
     from configs.pretraining_config import PretrainingConfig
     from pretrain.builder import build_for_training
-    from training_jax import speed_settings
 
     config = PretrainingConfig.load(config_path)
     settings = settings or speed_settings.resolve("cpu", config.mixed_precision)
@@ -221,7 +219,7 @@ class Run(PretrainingLoop):
 
         train_examples = unpack_examples(load_packed(args.export / TRAIN_ARRAYS))
         self.example_tokens = np.asarray(train_examples["input_mask"]).sum(axis=1)  # for tokens/s, on the host
-        self.train_examples = self.placement.put(dict(train_examples))
+        self.train_examples = self.placement.put(train_examples)
         eval_examples = unpack_examples(load_packed(args.export / EVAL_ARRAYS))
         self.num_train = int(self.train_examples["input_ids"].shape[0])
         size = config.eval_batch_size
@@ -259,7 +257,6 @@ class Run(PretrainingLoop):
         self.log(f"weights from {', '.join(str(f) for f in files)}; fresh optimizer moments")
 
     def set_schedule_steps(self):
-        import jax
         import numpy as np
 
         steps = np.array([self.config.num_train_steps, self.config.num_warmup_steps], "float32")
@@ -267,7 +264,6 @@ class Run(PretrainingLoop):
 
     def train_steps(self, state, stats_sum, count=None):
         """`count` updates (default one block) in one dispatch; the batch indices are its one transfer."""
-        import jax
         import numpy as np
 
         count = count or self.block_steps
@@ -297,8 +293,6 @@ class Run(PretrainingLoop):
                 "eval_non_trainable": self.eval_state0, "stats": jax.tree_util.tree_leaves(self.stats_sum)}
 
     def save_state(self, wall_seconds):
-        import jax
-
         groups = self.placement.fetch(self._groups())
         metadata = {"batches": self.batches.position(), "metrics_bytes": self.metrics_file.size(),
                     "wall_seconds": wall_seconds, "window_tokens": self.window_tokens,
@@ -349,7 +343,7 @@ class Run(PretrainingLoop):
 
     def after_first_updates(self, seconds):
         self.log(f"first step (compile + run) {seconds:.1f} s")
-        self.log(f"{self.block_steps} update(s) per dispatch; {self.settings.describe()}")
+        self.log(f"{self.block_steps} update(s) per dispatch")  # the other settings: the "step:" line above
 
     def window_metrics(self):
         import jax
@@ -399,7 +393,8 @@ class Run(PretrainingLoop):
                 "device": self.placement.describe(), "devices": self.placement.count,
                 "versions": {"jax": jax.__version__, "keras": keras.__version__},
                 "checkpoint_steps": self.checkpoint_steps, "weights_dtype": self.args.weights_dtype,
-                "step_settings": self.settings.to_dict(), "train_examples": self.num_train, "eval_examples": len(self.eval_batches) * self.config.eval_batch_size}
+                "step_settings": self.settings.to_dict(), "train_examples": self.num_train,
+                "eval_examples": len(self.eval_batches) * self.config.eval_batch_size}
 
     def run(self, started=None):
         """Trains until the last step, --pause-at-step, or the time limit counted from `started` (a
