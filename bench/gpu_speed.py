@@ -86,10 +86,13 @@ class Budget:
 
 
 def skip_reason(budget, needed):
-    """None when `needed` seconds fit in what is left, else the line the run prints."""
+    """None when `needed` seconds fit in what is left, else the skipped row's fields: the line the run prints and
+    the two figures unrounded (the line rounds them, so "needs ~14 s, 14 s left" can be a true skip)."""
     if budget.fits(needed):
         return None
-    return f"skipped: would not fit (needs ~{needed:.0f} s, {max(budget.left(), 0.0):.0f} s left)"
+    left = max(budget.left(), 0.0)
+    return {"reason": f"skipped: would not fit (needs ~{needed:.0f} s, {left:.0f} s left)",
+            "needs_s": needed, "left_s": left}
 
 
 def first_guess(config, seconds):
@@ -487,7 +490,9 @@ def keep(row, rows, log, context, hf_rate):
 
 
 def skipped(name, reason, rows, log, context):
-    return keep({"kind": "skipped", "variant": name, "reason": reason}, rows, log, context, None)
+    """`reason`: skip_reason's fields, or the line alone where the variant is unavailable."""
+    fields = reason if isinstance(reason, dict) else {"reason": reason}
+    return keep({"kind": "skipped", "variant": name, **fields}, rows, log, context, None)
 
 
 def main(argv=None):
@@ -577,8 +582,8 @@ def run_finetuning(args, budget, rows, log, context):
     """bench/finetune_jax_speed.py's side-by-side, if its estimate fits in what is left."""
     reason = skip_reason(budget, args.finetune_estimate)
     if reason:
-        print(f"fine-tuning: {reason}", flush=True)
-        log.write({"kind": "skipped", "variant": "fine-tuning", "reason": reason})
+        print(f"fine-tuning: {reason['reason']}", flush=True)
+        log.write({"kind": "skipped", "variant": "fine-tuning", **reason})
         return None
     from bench import finetune_jax_speed
 
