@@ -10,15 +10,18 @@ and sent by the host), one model after another. new: the same process with what 
 (training_jax.finetune_settings): length buckets, --steps-per-dispatch K updates per dispatch from
 device-resident examples, the models of a task vmapped, and bfloat16 on an accelerator (float32 on the CPU,
 where bfloat16 is emulated). blocks (--ways today,blocks,new): new without length buckets, every batch
-max_seq_length long (what buckets add: fewer padded tokens, more programs to compile).
+max_seq_length long (what buckets add: fewer padded tokens, more programs to compile). first-use
+(--ways first-use,new): new with each training program compiled on its first use, one after another, instead
+of all before training, in threads at once (what compiling ahead adds).
 before (--ways before,...): issue 33's baseline, one process per (model, task) job for the first
 --before-models models (--no-fixed-shapes --no-shared-programs --no-sized-steps). Every way
 starts from an empty compilation cache. Printed per way: wall time (process start-ups, compiles and
 evaluation included) in all and per model, updates/s per model in its training loops (their compiles
 included; vmapped models train at once, so each one's rate is its updates over the shared loop's time),
 updates/s of all models together, the same once compiled (the trainings that compiled no training program),
-compiles (jax.monitoring, all processes) and among them the training
-programs, and the ratios between the ways. `measure(...)` returns the same as a dict; the device is printed.
+compiles (jax.monitoring, all processes) and among them the training programs (those compiled ahead, at once,
+included: training_jax.compile_ahead; the compile time adds up each program's seconds, and the phase's wall
+time is beside it), and the ratios between the ways. `measure(...)` returns the same as a dict; the device is printed.
 
 The models: --models - 1 weights files of randomly initialised encoders (different seeds) and the random
 control (`--weights none`); speed does not depend on what the weights learned. Without --tasks-dir, the
@@ -50,7 +53,7 @@ GLUE_LENGTHS = {"cola": (10, 17), "sst": (10, 27), "mrpc": (53, 70), "sts": (23,
 SYNTHETIC_VOCAB = 1000
 TODAY_FLAGS = ["--no-bf16", "--no-length-buckets", "--steps-per-dispatch", "1", "--no-vmap-models"]
 BEFORE_FLAGS = TODAY_FLAGS + ["--no-fixed-shapes", "--no-shared-programs", "--no-sized-steps"]
-WAYS = ("before", "today", "blocks", "new")
+WAYS = ("before", "today", "blocks", "first-use", "new")
 TRAIN_PROGRAMS = ("jit(update)", "jit(block)")  # the compiled names of a training step (vmapped or not)
 
 
@@ -170,8 +173,12 @@ def _summary(runs, wall):
             "steady_updates_per_second": steady_updates / steady_seconds if steady_seconds > 0 else 0.0,
             "compiles": sum(s["compiles"] for s in stats_list),
             "train_programs": sum(name in TRAIN_PROGRAMS for s in stats_list for job in s["jobs"]
-                                  for name in job["compiled"]),
+                                  for name in job["compiled"])
+            + sum((s.get("compiled_ahead") or {}).get("programs", 0) for s in stats_list),  # before the jobs
             "compile_seconds": sum(s["compile_seconds"] for s in stats_list),
+            # the compile phase's wall time where the training programs were compiled ahead, at once (their own
+            # seconds are in compile_seconds, added up)
+            "ahead_seconds": sum((s.get("compiled_ahead") or {}).get("compile_seconds", 0.0) for s in stats_list),
             "traces": sum(s["traces"] for s in stats_list), "device": stats_list[0]["device"]}
 
 
@@ -229,7 +236,7 @@ def measure(work=None, tasks_dir=None, model_size="electra_tiny", models=3, task
                                                  + BEFORE_FLAGS, out.with_suffix(".stats.json"), in_process)))
         results["before"] = _summary(runs, time.monotonic() - start)
     for way, flags in (("today", TODAY_FLAGS), ("blocks", new_flags(block_steps, buckets=False)),
-                       ("new", new_flags(block_steps))):
+                       ("first-use", new_flags(block_steps) + ["--no-compile-ahead"]), ("new", new_flags(block_steps))):
         if way in ways:
             start = time.monotonic()
             outs = [str(work / way / f"model-{number}") for number in range(len(weights))]
@@ -267,6 +274,7 @@ def table(results):
             ("updates/s once compiled", "steady_updates_per_second", "{:.1f}"),
             ("compiles", "compiles", "{}"), ("training programs", "train_programs", "{}"),
             ("compile time, s", "compile_seconds", "{:.1f}"),
+            ("of it ahead, wall s", "ahead_seconds", "{:.1f}"),
             ("traces", "traces", "{}")]
     lines = [f"{'':<24}" + "".join(f"{way:>12}" for way in ways)]
     for label, key, form in rows:
@@ -308,7 +316,7 @@ def main(argv=None):
     print(f"device {results['device']}; {args.model_size}, {args.models} models, tasks {args.tasks}, "
           f"{args.seeds} seed(s), K = {args.steps_per_dispatch}"
           f"{'' if args.tasks_dir else f', synthetic at scale {args.scale}, {args.lengths} lengths'}")
-    for way in ("today", "blocks", "new"):
+    for way in ("today", "blocks", "first-use", "new"):
         if way in results:
             print(f"{way}: {results[way]['settings']}")
     print(table(results))

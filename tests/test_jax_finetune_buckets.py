@@ -12,7 +12,9 @@ no-ops; one program for both) give the weights, logged losses and dev scores of 
 a vmapped matmul is a batched one, which XLA may sum in another order; on the CPU they come out equal bit for
 bit, and the test asks for 1e-6 of the largest weight. The CLI with --vmap-models, two models and two seeds
 writes the results files of the run without it (the same seeds, metrics within rounding), the settings
-recorded in each, and compiles no block program: the one above serves a second task of another size.
+recorded in each, and compiles no block program: the one above serves a second task of another size. With
+buckets, the run whose training programs are compiled ahead (training_jax.compile_ahead) compiles none while
+training and writes the metrics of the run that compiles each on first use, equal.
 One block program per bucket: tests/test_jax_finetune_speed.py.
 """
 import itertools
@@ -207,6 +209,14 @@ SCRIPT = textwrap.dedent('''
     for way, extra in (("vmapped", ["--vmap-models", "--steps-per-dispatch", "4"]), ("separate", [])):
         finetune.main(common + ["--out", str(root / way / "a"), str(root / way / "b"), "--stats",
                                 str(root / way / "stats.json")] + extra)
+    # 6. the training programs compiled ahead, in threads at once (training_jax.compile_ahead), against jit's own
+    #    compiles on first use: buckets 32 and 64, K = 2, one seed; programs of its own for the run ahead
+    common = common[:common.index("--seeds")] + ["--seeds", "1", "--hparams", json.dumps(
+        {**hparams, "max_train_steps": 8}), "--weights", "none", "--weights", "none", "--vmap-models",
+        "--steps-per-dispatch", "2", "--length-buckets", "--bucket-lengths", "32"]
+    for way, extra in (("on_first_use", ["--no-compile-ahead"]), ("ahead", ["--no-shared-programs"])):
+        finetune.main(common + ["--out", str(root / way / "a"), str(root / way / "b"), "--stats",
+                                str(root / way / "stats.json")] + extra)
     print("RESULTS" + json.dumps(results))
 ''')
 
@@ -241,7 +251,18 @@ def test_buckets_blocks_and_vmapped_models_compute_todays_updates(tmp_path):
                         for a, b in zip(singles[0]["weights"], singles[1]["weights"]))
     assert moved > 1e-4 and models_differ > 1e-3  # training moved the weights, the two models differ: it can fail
 
-    stats = {way: json.loads((tmp_path / way / "stats.json").read_text()) for way in ("vmapped", "separate")}
+    stats = {way: json.loads((tmp_path / way / "stats.json").read_text())
+             for way in ("vmapped", "separate", "on_first_use", "ahead")}
+    ahead = stats["ahead"]["compiled_ahead"]
+    print(f"compiled ahead: {ahead}")
+    assert stats["on_first_use"]["compiled_ahead"] is None and ahead["programs"] >= 2 and ahead["threads"] >= 1
+    assert all("jit(block)" not in job["compiled"] for job in stats["ahead"]["jobs"])  # every one served ahead
+    assert any("jit(block)" in job["compiled"] for job in stats["on_first_use"]["jobs"])  # the check can fail
+    for model, task in itertools.product(("a", "b"), ("rte", "mrpc")):
+        first_use, compiled_ahead = (json.loads((tmp_path / way / model / f"{task}_results.json").read_text())
+                                     for way in ("on_first_use", "ahead"))
+        assert first_use["jax_settings"]["length_buckets"] == [32, 64] and first_use["complete"]
+        assert [t["metrics"] for t in compiled_ahead["trials"]] == [t["metrics"] for t in first_use["trials"]]
     assert [job["updates"] for job in stats["vmapped"]["jobs"]] == [job["updates"] for job in stats["separate"]["jobs"]]
     assert [job["trained_together"] for job in stats["vmapped"]["jobs"]] == [2] * 8
     assert all("jit(block)" not in job["compiled"] for job in stats["vmapped"]["jobs"])  # the ones above served

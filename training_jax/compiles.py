@@ -15,7 +15,7 @@ BACKEND_COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
 TRACE_EVENT = "/jax/core/compile/jaxpr_trace_duration"
 
 _lock = threading.Lock()
-_totals = {"compiles": 0, "compile_seconds": 0.0, "traces": 0, "compiled": []}
+_totals = {"compiles": 0, "compile_seconds": 0.0, "traces": 0, "compiled": [], "durations": []}
 _registered = False
 
 
@@ -25,6 +25,7 @@ def _listen(event, duration, **kwargs):
             _totals["compiles"] += 1
             _totals["compile_seconds"] += duration
             _totals["compiled"].append(str(kwargs.get("fun_name", "?")))
+            _totals["durations"].append(duration)
         elif event == TRACE_EVENT:
             _totals["traces"] += 1
 
@@ -40,7 +41,8 @@ def start_counting():
 
 class CompileCount:
     """Compiles, their seconds and traces since this was made (`with CompileCount() as count: ...`, then
-    count.compiles, count.compile_seconds, count.traces, count.names: the compiled functions' names)."""
+    count.compiles, count.compile_seconds, count.traces, count.names: the compiled functions' names,
+    count.seconds_by_name: where the compile seconds went)."""
 
     def __init__(self):
         start_counting()
@@ -68,6 +70,16 @@ class CompileCount:
     @property
     def names(self):
         return list(_totals["compiled"][self._start["compiled"]:])
+
+    @property
+    def seconds_by_name(self):
+        """{compiled function's name: its compiles' seconds}, the slowest first."""
+        totals = {}
+        with _lock:
+            start = self._start["compiled"]
+            for name, seconds in zip(_totals["compiled"][start:], _totals["durations"][start:]):
+                totals[name] = totals.get(name, 0.0) + seconds
+        return dict(sorted(totals.items(), key=lambda item: -item[1]))
 
 
 def use_compile_cache(folder):

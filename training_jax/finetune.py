@@ -173,13 +173,14 @@ class JaxTrainer(BaseTrainer):
         """The update of a block of K batches padded to `length` (finetune_blocks.block_program; one program
         per length, K and number of members: `length` is in the key, the shapes tell jit the rest), vmapped over a
         leading member axis of the state when `together`."""
+        from training_jax.compile_ahead import AheadProgram
         from training_jax.finetune_blocks import block_program
 
         def build():
             block = block_program(self._update_fn(task))
             if together:
                 block = jax.vmap(block, in_axes=(0, None, None, None))
-            return jax.jit(block, donate_argnums=self._donate)
+            return AheadProgram(jax.jit(block, donate_argnums=self._donate))
 
         purpose = f"train block {self.block_steps} x {length}{' vmapped' if together else ''}"
         return self._program(purpose, task, build)
@@ -380,6 +381,10 @@ def parse_args(argv=None):
                         help="train the models of a task (of one seed) together, one update vmapped over them "
                              "(training_jax.members; the separate runs' numbers within float32 rounding, "
                              "tests/test_jax_finetune_buckets.py); default on an accelerator, off on the CPU")
+    parser.add_argument("--compile-ahead", action=argparse.BooleanOptionalAction, default=None,
+                        help="when training in blocks (buckets, K > 1 or vmapped models): compile every task's "
+                             "training programs before the first update, several at once in threads "
+                             "(training_jax.compile_ahead; the same programs); default on")
     before = parser.add_argument_group("what the code did before (for python -m bench.finetune_jax_speed)")
     before.add_argument("--no-fixed-shapes", action="store_true",
                         help="train the smaller last batch of an epoch at its own size (a program of its own)")
@@ -525,6 +530,12 @@ def main(argv=None):
             for key in sorted(k for k in runners if k[1] == t)
             if len(runners[key][1]) <= trial < runners[key][0].config.num_trials]
     steps_left = sum(runners[key][0].num_steps for key, _ in jobs)
+    started_trials, ahead = {}, None
+    if settings.compiles_ahead and jobs:
+        started_trials, ahead = compile_programs_ahead(runners, jobs, order, settings.vmap_models)
+        log(f"compiled {ahead['programs']} training program(s) ahead in {ahead['compile_seconds']:.1f} s, "
+            f"{ahead['threads']} at once (their compiles {ahead['compile_seconds_summed']:.1f} s in all; "
+            f"traced and lowered in {ahead['lower_seconds']:.1f} s)")
     done_steps, train_seconds, process_train_seconds, records, jobs_done = 0, 0.0, 0.0, [], 0
     for trial in dict.fromkeys(trial for _, trial in jobs):
         for t in order:
@@ -534,7 +545,7 @@ def main(argv=None):
             data = task_data[t]
             start, job_compiles = time.monotonic(), CompileCount()
             together = settings.vmap_models and len(group) > 1
-            seconds_each = train_round(group, trial, together)
+            seconds_each = train_round(group, trial, together, started_trials.pop((t, trial), None))
             seconds = time.monotonic() - start
             steps = sum(runner.num_steps for runner, _ in group)
             steps_left, jobs_done = steps_left - steps, jobs_done + len(group)
@@ -546,6 +557,7 @@ def main(argv=None):
                                 # the group's compiles, on its first job (the others' are 0)
                                 "compiles": 0 if number else job_compiles.compiles,
                                 "compiled": [] if number else job_compiles.names,
+                                "compile_seconds_by_name": {} if number else job_compiles.seconds_by_name,
                                 "trained_together": len(group) if together else 1})
                 log(f"{runner.results_dir}: {data.task.name} seed {trial + 1}: done, {steps / seconds:.1f} steps/s "
                     f"with evaluation; {jobs_done}/{len(jobs)} jobs, ETA "
@@ -557,28 +569,56 @@ def main(argv=None):
         atomic.write_json(args.stats, {
             "device": f"{device.platform} {device.device_kind}", "settings": settings.record(configs[0].max_seq_length)
             if configs else None, "jobs": records,
+            "compiled_ahead": ahead,
             "train_seconds": process_train_seconds,  # the training loops' wall time (models together count once)
             "compiles": compiles.compiles, "compile_seconds": compiles.compile_seconds, "traces": compiles.traces,
             "seconds": time.monotonic() - started})
     return models[0].out if len(models) == 1 else [model.out for model in models]
 
 
-def train_round(group, trial, together):
+def compile_programs_ahead(runners, jobs, order, vmap_models):
+    """Starts each task's first trial to train (its models built as train_round would) and compiles every block
+    program their training will call, at once (training_jax.compile_ahead). Returns ({(task number, trial):
+    the group's StartedTrials}, compile_ahead's figures)."""
+    from training_jax.compile_ahead import compile_ahead
+    from training_jax.finetune_blocks import block_calls
+
+    started_trials, calls = {}, []
+    for t in order:
+        trials = [r for key, r in jobs if key[1] == t]
+        if not trials:
+            continue
+        trial = min(trials)
+        group = [runners[key] for key, r in jobs if r == trial and key[1] == t]
+        started = started_trials[t, trial] = [runner.start_trial(trial) for runner, _ in group]
+        arguments = [runner.train_arguments(s) for (runner, _), s in zip(group, started)]
+        trainers = [s.trainer for s in started]
+        if vmap_models and len(group) > 1:
+            for seed in dict.fromkeys(a[2] for a in arguments):  # members of one seed train together
+                chosen = [n for n, a in enumerate(arguments) if a[2] == seed]
+                calls += block_calls([trainers[n] for n in chosen], [arguments[n] for n in chosen])
+        else:
+            for trainer, argument in zip(trainers, arguments):
+                calls += block_calls([trainer], [argument])
+    return started_trials, compile_ahead(calls)
+
+
+def train_round(group, trial, together, started=None):
     """Trial `trial` of each (TrialRunner, its finished trials) of `group` (one task, one model each), trained
     together (one vmapped update, training_jax.members) or one after another, then scored and recorded as
-    TrialRunner.run does (its results file rewritten). Returns each one's training seconds."""
+    TrialRunner.run does (its results file rewritten). `started`: the group's trials already started
+    (compile_programs_ahead), else started here. Returns each one's training seconds."""
     from training_jax.members import train_members
 
+    started = started or [runner.start_trial(trial) for runner, _ in group]
     if together:
-        started = [runner.start_trial(trial) for runner, _ in group]
         seconds = train_members([s.trainer for s in started],
                                 [runner.train_arguments(s) for (runner, _), s in zip(group, started)])
         for (runner, trials), begun in zip(group, started):
             runner.record_trial({runner.task_data[0].task.name: trials}, trial, runner.score_trial(begun, seconds))
         return [seconds] * len(group)
     seconds = []
-    for runner, trials in group:
-        begun = runner.start_trial(trial)
+    for (runner, trials), begun in zip(group, started):
         start = time.monotonic()
         begun.trainer.train(*runner.train_arguments(begun))
         seconds.append(time.monotonic() - start)

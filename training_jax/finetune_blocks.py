@@ -111,22 +111,55 @@ def block_arrays(block, block_steps, rows):
     return indices, weights, active
 
 
-def train_in_blocks(trainers, arguments):
-    """Trains JaxTrainers of one task and one seed (one trainer, or the models of one trial: then one update
-    vmapped over them); `arguments`: each one's trainer.train arguments (features by task, steps, seed,
-    reporter, label). Returns (each one's mean loss of its last logging interval, training seconds)."""
-    start = time.monotonic()
-    (features_by_task, num_steps, seed, _, label), first = arguments[0], trainers[0]
+def block_plan(trainers, arguments):
+    """(task, its examples on the device, the blocks of the trainers' training: training_blocks) for trainers of
+    one task, features, steps and seed; ValueError otherwise."""
+    (features_by_task, num_steps, seed, _, _), first = arguments[0], trainers[0]
     if any((a[0], a[1], a[2]) != (features_by_task, num_steps, seed) for a in arguments) or len(features_by_task) != 1:
         raise ValueError("trained in blocks together: one task, the same features, steps and seed")
     (name, features), = features_by_task.items()
     task, config = first.tasks[name], first.config
-    together = len(trainers) > 1
     examples = resident_examples(features, config.max_seq_length)
     lengths = [len(v) for v in features["sequences"]["input_ids"]]
     blocks = training_blocks(lengths, config.train_batch_size, num_steps, np.random.default_rng(seed),
                              first.block_steps, first.buckets, config.max_seq_length, config.bucket_pool_batches,
                              first.min_length(task))
+    return task, examples, blocks
+
+
+def block_calls(trainers, arguments):
+    """Each block program these trainers' training will call, with its arguments' shapes and dtypes
+    ([(program, (state, batches, active, schedule steps))], one per bucket length the plan uses), for
+    training_jax.compile_ahead; the same plan train_in_blocks trains (trainers of one task, steps and seed)."""
+    task, examples, blocks = block_plan(trainers, arguments)
+    first, rows = trainers[0], trainers[0].config.train_batch_size
+    together = len(trainers) > 1
+    state = (jax.eval_shape(lambda states: stack(states), [t.state for t in trainers]) if together
+             else jax.tree.map(_shape_of, first.state))
+    block_steps = first.block_steps
+    indices = jax.ShapeDtypeStruct((block_steps, rows), np.int32)
+    weights = jax.ShapeDtypeStruct((block_steps, rows), np.float32)
+    active = jax.ShapeDtypeStruct((block_steps,), np.bool_)
+    calls = []
+    for length in sorted({block.length for block in blocks}):
+        batches = jax.eval_shape(lambda e, i, w, n=length: gather_batch(e, i, w, n), examples, indices, weights)
+        calls.append((first.block_fn(task, length, together),
+                      (state, batches, active, _shape_of(first._schedule_steps))))
+    return calls
+
+
+def _shape_of(value):
+    return jax.ShapeDtypeStruct(value.shape, value.dtype)
+
+
+def train_in_blocks(trainers, arguments):
+    """Trains JaxTrainers of one task and one seed (one trainer, or the models of one trial: then one update
+    vmapped over them); `arguments`: each one's trainer.train arguments (features by task, steps, seed,
+    reporter, label). Returns (each one's mean loss of its last logging interval, training seconds)."""
+    start = time.monotonic()
+    task, examples, blocks = block_plan(trainers, arguments)
+    (_, num_steps, _, _, label), first, config = arguments[0], trainers[0], trainers[0].config
+    together = len(trainers) > 1
     state = stack([t.state for t in trainers]) if together else first.state
     reporters = [a[3] for a in arguments]
     progress = ProgressLine(f"fine-tuning {label}".strip() + (f", {len(trainers)} models together" if together else ""),

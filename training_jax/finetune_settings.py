@@ -25,12 +25,18 @@ class FinetuneSettings:
     bucket_lengths: str  # --bucket-lengths as given ("": 32, 64, ... up to max_seq_length)
     steps_per_dispatch: int
     vmap_models: bool
+    compile_ahead: bool = True  # asked for; it applies to training in blocks only (compiles_ahead)
 
     @property
     def device_blocks(self):
         """Training from device-resident examples in blocks (training_jax.finetune_blocks), not host batches:
         with buckets, K > 1 or vmapped models (training_jax.members trains blocks)."""
         return self.length_buckets or self.steps_per_dispatch > 1 or self.vmap_models
+
+    @property
+    def compiles_ahead(self):
+        """The block programs compiled before training, in threads at once (training_jax.compile_ahead)."""
+        return self.compile_ahead and self.device_blocks
 
     def buckets(self, max_seq_length) -> Optional[list]:
         """The bucket lengths of a task of this max_seq_length; None without length buckets."""
@@ -45,7 +51,8 @@ class FinetuneSettings:
     def describe(self):
         return (f"{'bfloat16' if self.bf16 else 'float32'}; length buckets "
                 f"{(self.bucket_lengths or 'auto') if self.length_buckets else 'off'}; {self.steps_per_dispatch} "
-                f"update(s) per dispatch; models {'vmapped together' if self.vmap_models else 'one after another'}")
+                f"update(s) per dispatch; models {'vmapped together' if self.vmap_models else 'one after another'}"
+                f"{'; training programs compiled ahead, at once' if self.compiles_ahead else ''}")
 
     def record(self, max_seq_length):
         """What a results file records: the choices as resolved, the task's buckets spelled out."""
@@ -66,4 +73,5 @@ def resolve(args, platform) -> FinetuneSettings:
     return FinetuneSettings(platform=str(platform), bf16=chosen(args.bf16, accelerator),
                             length_buckets=chosen(args.length_buckets, accelerator),
                             bucket_lengths=args.bucket_lengths, steps_per_dispatch=steps,
-                            vmap_models=chosen(args.vmap_models, accelerator))
+                            vmap_models=chosen(args.vmap_models, accelerator),
+                            compile_ahead=chosen(getattr(args, "compile_ahead", None), True))
