@@ -16,10 +16,17 @@ A task of your own files (any name that is not a built-in task's) is read from -
 and --test-file (CSV, TSV, JSON lines; CoNLL-style column files for tagging) or a --task-spec JSON file;
 question answering on your own files is --task squadv1 / squad (SQuAD-format train.json and dev.json in
 <finetuning-data-dir>/squad/) or --task mrqa:<name> (an MRQA-format set in <finetuning-data-dir>/<name>/).
-Writes into the model folder: results/<task>_results.json (every trial, median/mean/std),
+Writes into the model folder: results/<task>_results.json (every trial, median/mean/std; rewritten after each
+trial, so the same command after a stop continues after the finished trials of the same config),
 finetuning_models/<task>_model_<trial>/, finetuning_logs/ (TensorBoard) and, with --do-predict,
 test_predictions/trial_<k>/ (GLUE submission TSVs, SQuAD prediction JSON with null odds, chunk_test.txt,
 <task>_test.tsv or <task>_test.txt for your own tasks).
+
+Under JAX (KERAS_BACKEND=jax, on a machine with or without TensorFlow) the same command reads and writes the
+same files: tokenization in Python, checkpoints with NumPy, TensorBoard event files written by hand, and the
+training step of training_jax.finetune, with the platform's speed settings (on a GPU or TPU bfloat16, length
+buckets, 16 updates per dispatch and its programs compiled ahead; on the CPU the original's float32 single
+updates); the flags under "speed under KERAS_BACKEND=jax" change them.
 """
 import argparse
 import os
@@ -93,7 +100,15 @@ def parse_args(argv=None):
                           "list) with name, task_type, train_file, dev_file, test_file, text_fields, "
                           "label_field, label_names, score_range, unordered_pairs, format; paths relative to "
                           "the file")
+    from training_jax.finetune_settings import add_flags
+
+    add_flags(parser)
     return parser.parse_args(argv)
+
+
+def on_jax():
+    """Whether this run trains under JAX (KERAS_BACKEND=jax): read before Keras or TensorFlow is imported."""
+    return os.environ["KERAS_BACKEND"] == "jax"
 
 
 OWN_FLAGS = ("train_file", "dev_file", "test_file", "text_fields", "label_field", "task_type", "label_names",
@@ -166,9 +181,18 @@ def prepare(args, say=print):
 @exit_on_input_error
 def main(argv=None):
     args = parse_args(argv)
-    from training.cpu_features import turn_on_onednn
+    if on_jax():
+        from training_jax.pretrain import without_tensorflow
 
-    turn_on_onednn()  # before TensorFlow is imported
+        without_tensorflow()  # as on a GPU machine, which has none: tokenizer, checkpoints and logs in Python
+    else:
+        from training.cpu_features import turn_on_onednn
+        from training_jax.finetune_settings import given_flags
+
+        if given_flags(args):
+            raise InputError(f"{given_flags(args)[0]}: a flag of fine-tuning under JAX; run with KERAS_BACKEND=jax "
+                             "or leave it out")
+        turn_on_onednn()  # before TensorFlow is imported
     pretrained, config, tasks, data_root = prepare(args)
     from finetune.trials import prepare_tasks
 
@@ -183,19 +207,26 @@ def main(argv=None):
 
 
 def run_trials(pretrained, config, tasks, task_data, args, names, stems, logs):
+    from finetune.reporter import Reporter
     from finetune.trials import TrialRunner, results_table
-    from training.reporting import Reporter
 
     multitask = f" ({config.multitask_batches.replace('_', '-')} batches)" if len(tasks) > 1 else ""
-    runner = TrialRunner(pretrained, config, task_data, pretrained.folder, do_predict=args.do_predict,
-                         reporter_factory=lambda trial: Reporter(logs / f"{stems}_trial_{trial + 1}"))
+    options = {"do_predict": args.do_predict,
+               "reporter_factory": lambda trial: Reporter(logs / f"{stems}_trial_{trial + 1}")}
+    if on_jax():
+        from training_jax.finetune import product_runner
+
+        runner = product_runner(args, pretrained, config, task_data, **options)
+        print(f"Under JAX: {runner.settings.describe()}", flush=True)
+    else:
+        runner = TrialRunner(pretrained, config, task_data, pretrained.folder, **options)
     print(f"Fine-tuning {pretrained.folder.name} ({pretrained.recipe_size} recipe: lr {config.learning_rate:g}, "
           f"layer-wise decay {config.layerwise_lr_decay:g} {config.layerwise_lr_variant}, "
           f"{config.num_train_epochs:g} epochs, batch {config.train_batch_size}, max length "
           f"{config.max_seq_length}) on {names}{multitask}: {runner.num_steps} steps per trial, "
           f"{config.num_trials} trial(s)",
           flush=True)
-    all_trials = runner.run()
+    all_trials = runner.run(resume=True)  # a run cut off between trials continues after its finished ones
     print(results_table(all_trials, task_data))
     for task in tasks:
         print(f"Results: {runner.results_path(task)}")

@@ -69,10 +69,11 @@ def build_encoder(model_config: ModelConfig, dtype=FINETUNING_DTYPE) -> BertEnco
     return encoder
 
 
-def load_encoder(pretrained: PretrainedModel) -> BertEncoder:
-    """The discriminator encoder with the folder's weights (a gdes residual merged into the word table)."""
+def load_encoder(pretrained: PretrainedModel, dtype=FINETUNING_DTYPE) -> BertEncoder:
+    """The discriminator encoder with the folder's weights (a gdes residual merged into the word table);
+    `dtype` its Keras dtype policy (mixed_bfloat16 on an accelerator under JAX)."""
     return restored_encoder(pretrained.model_config, pretrained.gdes_embeddings,
-                            lambda model: restore_by_path(model, pretrained.checkpoint, what="encoder"))
+                            lambda model: restore_by_path(model, pretrained.checkpoint, what="encoder"), dtype)
 
 
 def restored_encoder(model_config: ModelConfig, gdes_embeddings: bool, restore,

@@ -34,7 +34,7 @@ from configs.pretraining_config import PretrainingConfig
 # messages (read_state, listed_checkpoints, restore_errors, checkpoint_problem, newest_complete_checkpoint,
 # damaged_*_error) and WORDPIECE_VOCAB / vocab_copy_name serve this module only.
 __all__ = [
-    "require_tensorflow_backend",
+    "require_tensorflow_backend", "reads_with_tensorflow",
     # config and vocabulary
     "CONFIG_FILE", "has_config", "read_config", "write_config", "find_vocab", "require_vocab", "copy_vocab",
     "vocab_copies",
@@ -179,12 +179,60 @@ def link_checkpoint(source, step, folder):
     return folder
 
 
+def reads_with_tensorflow():
+    """Whether checkpoint files are read with TensorFlow (Keras on its tensorflow backend), else with NumPy
+    (checkpoint_bundle) and plain file reads, as on a JAX machine that has no TensorFlow."""
+    import keras
+
+    return keras.backend.backend() == "tensorflow"
+
+
+@dataclasses.dataclass
+class CheckpointState:
+    """The state file's two lists, paths joined to the folder as tf.train.get_checkpoint_state gives them."""
+    model_checkpoint_path: str
+    all_model_checkpoint_paths: list
+
+
+_STATE_LINE = re.compile(r'\s*(model_checkpoint_path|all_model_checkpoint_paths)\s*:\s*"((?:[^"\\]|\\.)*)"\s*'
+                         r'|\s*(last_preserved_timestamp|all_model_checkpoint_timestamps)\s*:\s*[-+.eE0-9]+\s*|\s*')
+
+
+def parse_state(model_dir, text):
+    """The state file's text format (what tf.train.CheckpointManager and write_state write) without
+    TensorFlow; None for anything else."""
+    latest, paths = None, []
+    for line in text.splitlines():
+        match = _STATE_LINE.fullmatch(line)
+        if match is None:
+            return None
+        if match.group(1):
+            path = re.sub(r"\\(.)", r"\1", match.group(2))
+            path = path if os.path.isabs(path) else os.path.join(str(model_dir), path)
+            if match.group(1) == "model_checkpoint_path":
+                latest = path
+            else:
+                paths.append(path)
+    return None if latest is None else CheckpointState(latest, paths)
+
+
 def read_state(model_dir):
     """The `checkpoint` state file's contents, or None when there is none; InputError when it is damaged.
 
     tf.train.get_checkpoint_state logs a warning and answers None for a file it cannot parse, so a resume
     would start over at step 0 and write over the checkpoints in the folder; this stops instead.
     """
+    if not reads_with_tensorflow():
+        state_file = pathlib.Path(model_dir) / STATE_FILE
+        if not state_file.is_file():
+            return None
+        try:
+            state = parse_state(model_dir, state_file.read_bytes().decode("utf-8"))
+        except UnicodeDecodeError:
+            state = None
+        if state is None:
+            raise damaged_state_error(model_dir)
+        return state
     import tensorflow as tf
 
     if not tf.io.gfile.exists(str(pathlib.Path(model_dir) / STATE_FILE)):
@@ -221,6 +269,8 @@ def latest_checkpoint(model_dir):
     files are gone; this one falls back to the previous one, so that moving a damaged checkpoint's files
     out of the folder is all it takes to resume from the one before (what `explaining_damage` advises).
     """
+    if not reads_with_tensorflow():
+        return next((path for path in listed_checkpoints(model_dir) if checkpoint_exists(path)), None)
     import tensorflow as tf
 
     for path in listed_checkpoints(model_dir):
@@ -275,7 +325,15 @@ def model_trackable(model):
 
 def write_weights(model, prefix):
     """A weights-only checkpoint of `model` at `prefix` (…/ckpt), which restore_weights reads back; no
-    state file (a fine-tuned model's folder names its one checkpoint itself)."""
+    state file (a fine-tuned model's folder names its one checkpoint itself). Without TensorFlow (another
+    Keras backend) the same checkpoint is written with NumPy (checkpoint_bundle)."""
+    if not reads_with_tensorflow():
+        import numpy as np
+
+        from storage import checkpoint_bundle
+
+        return checkpoint_bundle.write_model_weights(
+            prefix, {variable.path: np.asarray(variable.value) for variable in model.weights})
     import tensorflow as tf
 
     checkpoint = tf.train.Checkpoint(model=model_trackable(model))
@@ -292,12 +350,13 @@ def restore_weights(model, path, label="--init-checkpoint", fix="use the same mo
     becomes one line naming it and the newest complete checkpoint beside it, with `use_other` (formatted
     with its `prefix`, `name` and `folder`) saying how to use that one (damaged_source_error); None
     where the caller explains damage itself (a run resuming from its own folder: explaining_damage).
-    Weights kept in half precision (a JAX run's, float16 by default) are widened to the variables' dtype.
+    Weights kept in half precision (a JAX run's, float16 by default) are widened to the variables' dtype,
+    and without TensorFlow (another Keras backend) every checkpoint is read with NumPy the same way.
     """
+    if holds_half_precision_weights(path) or not reads_with_tensorflow():
+        return _restore_widened(model, path, label, fix, use_other)
     import tensorflow as tf
 
-    if holds_half_precision_weights(path):
-        return _restore_widened(model, path, label, fix, use_other)
     folder = pathlib.Path(path).parent
     damage = (contextlib.nullcontext() if use_other is None else
               explaining_damage(folder, path, error=functools.partial(damaged_source_error, path, label, use_other)))
@@ -324,8 +383,9 @@ def holds_half_precision_weights(path):
 
 
 def _restore_widened(model, path, label, fix, use_other):
-    """restore_weights of a half-precision checkpoint: read with NumPy (checkpoint_bundle), checked against
-    the model's weights by path and shape, then cast to each variable's dtype."""
+    """restore_weights of a half-precision checkpoint, or of any without TensorFlow: read with NumPy
+    (checkpoint_bundle), checked against the model's weights by path and shape, then cast to each variable's
+    dtype."""
     from storage import checkpoint_bundle
 
     try:

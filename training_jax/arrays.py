@@ -27,7 +27,7 @@ def pack_examples(input_ids, input_mask, segment_ids):
     expected = ((positions >= b_start[:, None]) & (positions < lengths[:, None])).astype(segment_ids.dtype)
     if not np.array_equal(segment_ids, expected):
         raise ValueError("segment_ids are not one run of 1s ending at the example's end")
-    if input_ids.max() >= 2 ** 16:
+    if input_ids.size and input_ids.max() >= 2 ** 16:
         raise ValueError("token ids do not fit uint16")
     return {"input_ids": input_ids.astype("uint16"), "lengths": lengths.astype("int32"),
             "b_start": b_start.astype("int32")}

@@ -11,7 +11,7 @@ program's compile, not their sum.
 jit's own cache does not know a program compiled ahead, so an AheadProgram keeps the compiled executables by
 their arguments' shapes and calls the one that matches; any other arguments take the jitted path (and what jit
 has compiled is not compiled again ahead). Both compute
-the same program, so results never depend on it (tests/test_jax_compile_ahead.py).
+the same program, so results never depend on it (tests/test_jax_finetune_buckets.py).
 """
 import concurrent.futures
 import os

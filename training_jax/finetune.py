@@ -74,7 +74,7 @@ from finetune.batches import grow_rows  # noqa: E402
 from finetune.loop import BaseTrainer, MixedTasks, model_inputs  # noqa: E402
 from finetune.trials import TrialRunner  # noqa: E402
 from training_jax.weights import read_weight_files  # noqa: E402
-from training_jax.finetune_settings import ACCELERATOR_BLOCK_STEPS  # noqa: E402
+from training_jax import finetune_settings  # noqa: E402
 from training_jax.step import with_sized_schedule  # noqa: E402
 
 DEFAULT_PAD_TO_MULTIPLE = 32
@@ -103,13 +103,15 @@ class JaxTrainer(BaseTrainer):
       (training_jax.finetune_blocks), its batches padded to `buckets` (a list of lengths, the largest
       max_seq_length; training_jax.finetune_buckets), or, with buckets None, today's batches at
       max_seq_length in today's order (then K updates are K of `step`'s). 0: one `step` per batch.
+    - `compile_ahead`: a training in blocks first compiles its programs (one per bucket length it will use)
+      at once, in threads (training_jax.compile_ahead).
     The defaults compute what the per-trainer programs computed, within float32 rounding."""
 
     def __init__(self, model, tasks, optimizer, config, programs=PROGRAMS, fixed_shapes=True, sized_steps=True,
-                 block_steps=0, buckets=None):
+                 block_steps=0, buckets=None, compile_ahead=False):
         super().__init__(model, tasks, optimizer, config)
         self._state = None
-        self.block_steps, self.buckets = block_steps, buckets
+        self.block_steps, self.buckets, self.compile_ahead = block_steps, buckets, compile_ahead
         self.programs, self._found = ({} if programs is None else programs), {}
         self.fixed_shapes = fixed_shapes
         schedule = optimizer._learning_rate
@@ -343,6 +345,27 @@ def pretrained_record(config_path, pretraining_config, files):
         checkpoint=",".join(str(f) for f in files) or f"none (random initialisation, seed {pretraining_config.seed})")
 
 
+# ---------------------------------------------------------------- run_finetuning.py under JAX
+def product_runner(args, pretrained, config, task_data, **runner_options):
+    """run_finetuning.py's TrialRunner under KERAS_BACKEND=jax: JaxTrainer with this platform's speed settings
+    (finetune_settings: bf16, length buckets, K updates per dispatch and programs compiled ahead on an
+    accelerator; the original's float32 single updates on the CPU), the folder's encoder in that dtype, the
+    settings recorded in the results files; compiled programs cached in <model folder>/jax_work."""
+    from finetune.pretrained import FINETUNING_DTYPE, load_encoder
+    from training_jax.compiles import use_compile_cache
+    from training_jax.from_dataset import WORK_DIR
+    from training_jax.pretrain import COMPILE_CACHE
+
+    use_compile_cache(pretrained.folder / WORK_DIR / COMPILE_CACHE)
+    settings = finetune_settings.resolve(args, jax.devices()[0].platform)
+    trainer_class = functools.partial(
+        JaxTrainer, block_steps=settings.steps_per_dispatch if settings.device_blocks else 0,
+        buckets=settings.buckets(config.max_seq_length), compile_ahead=settings.compiles_ahead)
+    dtype = "mixed_bfloat16" if settings.bf16 else FINETUNING_DTYPE
+    return RecordingTrialRunner(settings, pretrained, config, task_data, pretrained.folder, trainer_class=trainer_class,
+                                load_encoder=functools.partial(load_encoder, dtype=dtype), **runner_options)
+
+
 # ---------------------------------------------------------------- the run
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -360,31 +383,9 @@ def parse_args(argv=None):
     parser.add_argument("--seeds", type=int, default=None, help="trials per task, seeds seed, seed+1, … "
                                                                 "(default 1; same as hparams num_trials)")
     parser.add_argument("--hparams", default="", help="FinetuningConfig overrides, JSON inline or a .json file")
-    parser.add_argument("--bf16", action=argparse.BooleanOptionalAction, default=None,
-                        help="compute in bfloat16 (mixed_bfloat16: float32 weights and losses); default on an "
-                             "accelerator, off on the CPU (the original fine-tunes in float32)")
-    parser.add_argument("--length-buckets", action=argparse.BooleanOptionalAction, default=None,
-                        help="pad each training batch to the smallest of a few lengths that holds it, examples of "
-                             "similar length batched together (training_jax.finetune_buckets; other batches than "
-                             "without, the same update for the same examples); default on an accelerator, off on "
-                             "the CPU (--no-length-buckets: every batch max_seq_length long, in the original's order)")
-    parser.add_argument("--bucket-lengths", default="",
-                        help="the buckets, e.g. 32,64 (multiples of 8; max_seq_length is always one); default 32, "
-                             "64, ... up to max_seq_length")
-    parser.add_argument("--steps-per-dispatch", type=int, default=None, metavar="K",
-                        help=f"updates per dispatch from device-resident examples (lax.scan; the same as K single "
-                             f"updates); default {ACCELERATOR_BLOCK_STEPS} on an accelerator, 1 on the CPU, where "
-                             "without --length-buckets each batch is built and sent on its own as before")
+    finetune_settings.add_flags(parser, several_models=True)
     parser.add_argument("--stats", type=pathlib.Path, default=None,
                         help="write a JSON of this run's updates, training seconds and compiles per job")
-    parser.add_argument("--vmap-models", action=argparse.BooleanOptionalAction, default=None,
-                        help="train the models of a task (of one seed) together, one update vmapped over them "
-                             "(training_jax.members; the separate runs' numbers within float32 rounding, "
-                             "tests/test_jax_finetune_buckets.py); default on an accelerator, off on the CPU")
-    parser.add_argument("--compile-ahead", action=argparse.BooleanOptionalAction, default=None,
-                        help="when training in blocks (buckets, K > 1 or vmapped models): compile every task's "
-                             "training programs before the first update, several at once in threads "
-                             "(training_jax.compile_ahead; the same programs); default on")
     before = parser.add_argument_group("what the code did before (for python -m bench.finetune_jax_speed)")
     before.add_argument("--no-fixed-shapes", action="store_true",
                         help="train the smaller last batch of an epoch at its own size (a program of its own)")
@@ -466,7 +467,6 @@ def main(argv=None):
     from data.progress import format_duration
     from finetune import arrays
     from finetune.trials import results_table
-    from training_jax import finetune_settings
     from training_jax.compiles import CompileCount, use_compile_cache
 
     started = time.monotonic()
@@ -504,7 +504,8 @@ def main(argv=None):
         return functools.partial(
             JaxTrainer, programs=None if args.no_shared_programs else PROGRAMS, fixed_shapes=not args.no_fixed_shapes,
             sized_steps=not args.no_sized_steps,
-            block_steps=settings.steps_per_dispatch if settings.device_blocks else 0, buckets=buckets[task])
+            block_steps=settings.steps_per_dispatch if settings.device_blocks else 0, buckets=buckets[task],
+            compile_ahead=settings.compiles_ahead)
 
     log = lambda message: print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)  # noqa: E731
     log(f"device {device.platform} {device.device_kind}; jax {jax.__version__}, keras {keras.__version__}; "

@@ -157,6 +157,10 @@ def train_in_blocks(trainers, arguments):
     vmapped over them); `arguments`: each one's trainer.train arguments (features by task, steps, seed,
     reporter, label). Returns (each one's mean loss of its last logging interval, training seconds)."""
     start = time.monotonic()
+    if trainers[0].compile_ahead:  # every bucket's program at once (none left where the run compiled them ahead)
+        from training_jax.compile_ahead import compile_ahead
+
+        compile_ahead(block_calls(trainers, arguments))
     task, examples, blocks = block_plan(trainers, arguments)
     (_, num_steps, _, _, label), first, config = arguments[0], trainers[0], trainers[0].config
     together = len(trainers) > 1

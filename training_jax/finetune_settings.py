@@ -7,6 +7,7 @@ models of a task vmapped (the separate runs' numbers within float32 rounding). O
 today's: float32, every batch max_seq_length long in the original's order, one update per dispatch, one model
 after another. A flag the user gives always wins.
 """
+import argparse
 import dataclasses
 from typing import Optional
 
@@ -60,6 +61,46 @@ class FinetuneSettings:
                 "steps_per_dispatch": self.steps_per_dispatch, "vmap_models": self.vmap_models}
 
 
+FLAG_NAMES = ("bf16", "length_buckets", "bucket_lengths", "steps_per_dispatch", "vmap_models", "compile_ahead")
+
+
+def add_flags(parser, several_models=False):
+    """The flags of these settings (python -m training_jax.finetune's, and run_finetuning.py's under JAX, which
+    fine-tunes one model: --vmap-models is the former's alone)."""
+    group = parser.add_argument_group("speed under KERAS_BACKEND=jax (defaults by platform: the accelerator's "
+                                      "or the CPU's)")
+    group.add_argument("--bf16", action=argparse.BooleanOptionalAction, default=None,
+                       help="compute in bfloat16 (mixed_bfloat16: float32 weights and losses); default on an "
+                            "accelerator, off on the CPU (the original fine-tunes in float32)")
+    group.add_argument("--length-buckets", action=argparse.BooleanOptionalAction, default=None,
+                       help="pad each training batch to the smallest of a few lengths that holds it, examples of "
+                            "similar length batched together (training_jax.finetune_buckets; other batches than "
+                            "without, the same update for the same examples); default on an accelerator, off on "
+                            "the CPU (--no-length-buckets: every batch max_seq_length long, in the original's order)")
+    group.add_argument("--bucket-lengths", default="",
+                       help="the buckets, e.g. 32,64 (multiples of 8; max_seq_length is always one); default 32, "
+                            "64, ... up to max_seq_length")
+    group.add_argument("--steps-per-dispatch", type=int, default=None, metavar="K",
+                       help=f"updates per dispatch from device-resident examples (lax.scan; the same as K single "
+                            f"updates); default {ACCELERATOR_BLOCK_STEPS} on an accelerator, 1 on the CPU, where "
+                            "without --length-buckets each batch is built and sent on its own as before")
+    if several_models:
+        group.add_argument("--vmap-models", action=argparse.BooleanOptionalAction, default=None,
+                           help="train the models of a task (of one seed) together, one update vmapped over them "
+                                "(training_jax.members; the separate runs' numbers within float32 rounding, "
+                                "tests/test_jax_finetune_buckets.py); default on an accelerator, off on the CPU")
+    group.add_argument("--compile-ahead", action=argparse.BooleanOptionalAction, default=None,
+                       help="when training in blocks (buckets or K > 1): compile a task's training programs (one "
+                            "per bucket length) before its first update, several at once in threads "
+                            "(training_jax.compile_ahead; the same programs); default on")
+
+
+def given_flags(args):
+    """The flags of add_flags the user gave (for a backend that has none of them to refuse them by name)."""
+    return [f"--{name.replace('_', '-')}" for name in FLAG_NAMES
+            if getattr(args, name, None) not in (None, "")]
+
+
 def resolve(args, platform) -> FinetuneSettings:
     """The run's settings: each flag as given, or the platform's default (module docstring)."""
     accelerator = is_accelerator(platform)
@@ -73,5 +114,5 @@ def resolve(args, platform) -> FinetuneSettings:
     return FinetuneSettings(platform=str(platform), bf16=chosen(args.bf16, accelerator),
                             length_buckets=chosen(args.length_buckets, accelerator),
                             bucket_lengths=args.bucket_lengths, steps_per_dispatch=steps,
-                            vmap_models=chosen(args.vmap_models, accelerator),
+                            vmap_models=chosen(getattr(args, "vmap_models", None), accelerator),
                             compile_ahead=chosen(getattr(args, "compile_ahead", None), True))
