@@ -41,16 +41,9 @@ import time
 
 import numpy as np
 
+from finetune.synthetic_tasks import GLUE_SIZES, SYNTHETIC_VOCAB, synthetic_tasks
+
 REPO = pathlib.Path(__file__).resolve().parents[1]
-# train features (MRPC's and STS-B's pairs featurised in both orders, double_unordered), dev examples: the
-# recipe's updates per trial are then the H200 run's (CoLA 804, SST-2 6315, MRPC 690, STS-B 3600, RTE 780)
-GLUE_SIZES = {"cola": (8551, 1043), "sst": (67349, 872), "mrpc": (7336, 408), "sts": (11498, 1500),
-              "rte": (2490, 277)}
-# featurised lengths (BERT's uncased vocabulary, [CLS] and [SEP] included, at most 128) of the GLUE training
-# sets in ../shared/data/glue: (median, 90th percentile); means CoLA 11.3, SST-2 13.3, MRPC 53.2, STS-B 27.8,
-# RTE 66.6 (95% of SST-2 and all of CoLA within 32 tokens)
-GLUE_LENGTHS = {"cola": (10, 17), "sst": (10, 27), "mrpc": (53, 70), "sts": (23, 51), "rte": (56, 128)}
-SYNTHETIC_VOCAB = 1000
 TODAY_FLAGS = ["--no-bf16", "--no-length-buckets", "--steps-per-dispatch", "1", "--no-vmap-models"]
 BEFORE_FLAGS = TODAY_FLAGS + ["--no-fixed-shapes", "--no-shared-programs", "--no-sized-steps"]
 WAYS = ("before", "today", "blocks", "first-use", "new")
@@ -61,47 +54,6 @@ def new_flags(block_steps, buckets=True):
     """The accelerator's defaults, forced on (bfloat16 left to the platform); the blocks way without buckets."""
     return ["--length-buckets" if buckets else "--no-length-buckets", "--steps-per-dispatch", str(block_steps),
             "--vmap-models"]
-
-
-def synthetic_tasks(folder, scale=0.02, tasks=tuple(GLUE_SIZES), vocab_size=SYNTHETIC_VOCAB, max_seq_length=128,
-                    seed=0, sizes=None, lengths="uniform"):
-    """Exports GLUE-shaped tasks (GLUE_SIZES × scale, at least 8 each, or `sizes` {task: (train, dev)})
-    with random ids and labels to `folder`, as python -m finetune.arrays would; lengths "uniform" (8 to
-    max_seq_length) or "glue" (like the task's, GLUE_LENGTHS)."""
-    from finetune.arrays import save_task_data
-    from finetune.registry import get_task
-    from finetune.tasks import Example
-    from finetune.trials import TaskData
-
-    rng = np.random.default_rng(seed)
-
-    def features(task, count, with_examples):
-        drawn = (rng.integers(8, max_seq_length + 1, count) if lengths == "uniform"
-                 else glue_lengths(rng, task.name, count, max_seq_length))
-        ids = [rng.integers(5, vocab_size, n).astype(np.int32) for n in drawn]
-        segments = [(np.arange(n) >= n // 2).astype(np.int32) for n in drawn]
-        labels = (list(rng.choice(task.labels, count)) if task.labels
-                  else list(rng.uniform(*task.score_range, count).round(2)))
-        examples = [Example(str(i), "", None, label) for i, label in enumerate(labels)]
-        made = {"sequences": {"input_ids": ids, "segment_ids": segments},
-                "scalars": {"labels": task.targets(examples)}, "count": count}
-        return {**made, "examples": examples} if with_examples else made
-
-    data = []
-    sizes = sizes or {name: tuple(max(8, int(size * scale)) for size in GLUE_SIZES[name]) for name in tasks}
-    for name, (train, dev) in sizes.items():
-        task = get_task(name)
-        data.append(TaskData(task, features(task, train, False), {"": features(task, dev, True)}, {}, {}))
-    save_task_data(data, folder, {"max_seq_length": max_seq_length, "double_unordered": False,
-                                  "vocab_size": vocab_size})
-    return pathlib.Path(folder)
-
-
-def glue_lengths(rng, task, count, max_seq_length):
-    """`count` lengths like the GLUE task's: log-normal with its median and 90th percentile, 5 to max_seq_length."""
-    median, p90 = GLUE_LENGTHS[task]
-    sigma = np.log(p90 / median) / 1.2816  # the 90th percentile of a standard normal
-    return np.clip(np.round(median * np.exp(sigma * rng.standard_normal(count))), 5, max_seq_length).astype(int)
 
 
 def write_models(work, model_size, vocab_size, models, model_hparams=None):

@@ -163,7 +163,7 @@ SCRIPT = textwrap.dedent('''
 
     # (g) a pretraining update of a micro ELECTRA with use_fused_attention (float32: under mixed_bfloat16 the
     # interpreted kernels double the compile time; bfloat16 inputs are checked above)
-    from bench.pretrain_step_gpu import synthetic_batch
+    from tests.helpers import synthetic_batch
     from configs.pretraining_config import PretrainingConfig
     from pretrain.builder import build_for_training
     from training_jax.step import make_step_fn, use_fused_attention

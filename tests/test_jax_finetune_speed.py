@@ -25,7 +25,7 @@ SCRIPT = textwrap.dedent('''
     import dataclasses, functools, json, pathlib, sys
     sys.modules["tensorflow"] = None  # the accelerator machines have none
     import jax, keras, numpy as np
-    from bench.finetune_jax_speed import synthetic_tasks
+    from finetune.synthetic_tasks import synthetic_tasks
     from configs.pretraining_config import PretrainingConfig
     from finetune import arrays
     from finetune.batches import EXAMPLE_WEIGHT, grow_rows
