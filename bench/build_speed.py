@@ -160,19 +160,25 @@ def main(argv=None):
         rates = " / ".join(f"{rate:.2f}" for rate in run["process_rates"])
         print(f"| this builder, {processes} process{'es' if processes > 1 else ''} | {size * args.megabytes:g} MB | "
               f"{run['mb_per_s']:.2f} | {rates} | {run['tokens_per_s']:,.0f} | "
-              f"{min(run['process_rates']) / original['mb_per_s']:.1f}× | {run['peak_mb']:,.0f} MB |")
+              f"{ratio(min(run['process_rates']), original['mb_per_s'], '.1f')} | {run['peak_mb']:,.0f} MB |")
     largest, smallest = max(multiples), min(multiples)
     if 1 in process_counts and 2 in process_counts:
         one, two = runs[(1, largest)], runs[(2, largest)]
         print(f"\n2-process scaling at {largest * args.megabytes:g} MB: end-to-end "
-              f"{two['mb_per_s'] / one['mb_per_s']:.2f}× (ideal 2.0×), after start-up "
-              f"{sum(two['process_rates']) / one['process_rates'][0]:.2f}×")
+              f"{ratio(two['mb_per_s'], one['mb_per_s'])} (ideal 2.0×), after start-up "
+              f"{ratio(sum(two['process_rates']), one['process_rates'][0])}")
     fewest = min(process_counts)
     if largest != smallest:
         print(f"Peak memory at {largest}× the text: "
               f"{runs[(fewest, largest)]['peak_mb'] / runs[(fewest, smallest)]['peak_mb']:.2f}× of {smallest}× "
               "(the corpus is streamed)")
     print(f"Builder command: python {runs[(fewest, largest)]['command']}")
+
+
+def ratio(numerator, denominator, form=".2f"):
+    """numerator / denominator as "1.23×"; the builder prints its MB/s with two decimals, so a few kB of text
+    can read 0.00: then "n/a (below 0.01 MB/s)" rather than a ZeroDivisionError after all the runs."""
+    return f"{numerator / denominator:{form}}×" if denominator > 0 else "n/a (below 0.01 MB/s)"
 
 
 if __name__ == "__main__":
