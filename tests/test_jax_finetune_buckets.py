@@ -4,7 +4,8 @@ The plan (NumPy): every example once per epoch, each batch within its block's bu
 of K batches (only the run's last shorter), the same plan from the same seed; without buckets, exactly
 BaseTrainer.epoch_batches' random batches in its order. The platform's defaults and the flags that override them.
 
-In one fresh JAX process on a micro encoder: a batch gathered on the device is finetune.batches' host batch;
+In one fresh JAX process on a micro encoder: a block's batch gathered from the task's padded arrays is
+finetune.batches' host batch;
 its loss and gradients at its bucket length are those at max_seq_length (dropout off: dropout's random bits
 depend on the shape); K = 4 updates per dispatch (a full block and a short one, whose missing steps are
 no-ops; one program for both) give the weights, logged losses and dev scores of today's single updates
@@ -115,7 +116,7 @@ SCRIPT = textwrap.dedent('''
     from tests.finetune_fixtures import RecordingReporter
     from training_jax import finetune
     from training_jax.compiles import CompileCount
-    from training_jax.finetune_blocks import gather_batch, resident_examples
+    from training_jax.finetune_blocks import gather_batch, task_examples
     from training_jax.members import train_members
 
     root = pathlib.Path(ROOT)
@@ -131,12 +132,12 @@ SCRIPT = textwrap.dedent('''
     record = finetune.pretrained_record(root / "config.json", pretraining, [])
     results = {}
 
-    # 1. a device batch is the host's; at its bucket length the same loss and gradients as at max_seq_length
+    # 1. a block's batch is the host's; at its bucket length the same loss and gradients as at max_seq_length
     features = data.train
     lengths = np.array([len(v) for v in features["sequences"]["input_ids"]])
     short = np.flatnonzero(lengths <= 32)[:3]  # three examples: the batch of 4 gets one weight-0 fill row
     indices, weights = np.append(short, short[0]).astype(np.int32), np.array([1, 1, 1, 0], np.float32)
-    examples = resident_examples(features, 64)
+    examples = task_examples(features, 64)
     host = grow_rows({**pad_batch(features["sequences"], short, 64),
                       **{k: v[short] for k, v in features["scalars"].items()}}, 4)
     device = gather_batch(examples, indices, weights, 64)
@@ -266,6 +267,9 @@ def test_buckets_blocks_and_vmapped_models_compute_todays_updates(tmp_path):
     assert [job["updates"] for job in stats["vmapped"]["jobs"]] == [job["updates"] for job in stats["separate"]["jobs"]]
     assert [job["trained_together"] for job in stats["vmapped"]["jobs"]] == [2] * 8
     assert all("jit(block)" not in job["compiled"] for job in stats["vmapped"]["jobs"])  # the ones above served
+    # the models' states stacked and split, and the batches gathered, on the host: no program of their own
+    assert not any(name.startswith(("jit(stack", "jit(member", "jit(gather", "jit(copy")) for way in ("vmapped", "ahead")
+                   for job in stats[way]["jobs"] for name in job["compiled"])
     assert stats["vmapped"]["settings"]["vmap_models"] and not stats["separate"]["settings"]["vmap_models"]
     for model, task in itertools.product(("a", "b"), ("rte", "mrpc")):
         vmapped = json.loads((tmp_path / "vmapped" / model / f"{task}_results.json").read_text())

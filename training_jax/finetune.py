@@ -259,6 +259,17 @@ class JaxTrainer(BaseTrainer):
     def current_learning_rate(self):
         return self.learning_rate_at(self.state[2])
 
+    @property
+    def iterations_index(self):
+        """Where the optimizer's step count is among its variables (the state's third part)."""
+        return next(n for n, v in enumerate(self.optimizer.variables) if v is self.optimizer.iterations)
+
+    def learning_rate_after(self, iterations):
+        """The learning rate after `iterations` updates: the schedule reads the step count alone, so a logged
+        rate needs no copy of the rest of the optimizer's state from the device."""
+        with keras.StatelessScope(state_mapping=[(self.optimizer.iterations, iterations)]):
+            return float(keras.ops.convert_to_numpy(self.optimizer.learning_rate))
+
     def learning_rate_at(self, optimizer_values):
         """The learning rate the optimizer has with these values of its variables (its step count)."""
         with keras.StatelessScope(state_mapping=list(zip(self.optimizer.variables, optimizer_values))):

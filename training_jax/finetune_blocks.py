@@ -1,17 +1,17 @@
-"""Fine-tuning's updates K at a time: the task's training examples live on the device, and one dispatch runs a
-block of K updates (lax.scan over the block's batches, as training_jax.pretrain does for pretraining), the
-batches gathered there from the block's example indices and padded to its bucket length
+"""Fine-tuning's updates K at a time: one dispatch runs a block of K updates (lax.scan over the block's batches, as
+training_jax.pretrain does for pretraining), the batches padded to the block's bucket length
 (training_jax.finetune_buckets).
 
 Why: at GLUE's batch of 32 a small model's update takes milliseconds, so the host's work per update (padding a
-batch, sending it, one dispatch) is a large share of it; here the host sends K × batch indices per K updates.
-The batches are gathered by a small program of their own (its shape is the task's), so that the update's
-program is one per head kind, bucket length and K, whatever the task's size. The updates are JaxTrainer's own
-(its _update_fn, the same loss through BaseTrainer.batch_loss): a block of K is K single updates within float32
-rounding (bit for bit on the CPU; tests/test_jax_finetune_buckets.py). A block shorter than K (the run's last)
-runs its missing steps as no-ops (lax.cond leaves the state as it is), so each bucket length compiles one
-program. Several trainers of one seed (the models of one trial) train together in one update vmapped over them
-(training_jax.members), sharing the block's batches.
+batch, sending it, one dispatch) is a large share of it; here the host sends one block of K batches per K
+updates, gathered with NumPy from the task's examples padded once (K × 32 × 128 ids: under a megabyte). Nothing
+of that is a compiled program, so the only programs a task adds are its block updates: one per head kind,
+bucket length and K, whatever the task's size. The updates are JaxTrainer's own (its _update_fn, the same loss
+through BaseTrainer.batch_loss): a block of K is K single updates within float32 rounding (bit for bit on the
+CPU; tests/test_jax_finetune_buckets.py). A block shorter than K (the run's last) runs its missing steps as
+no-ops (lax.cond leaves the state as it is), so each bucket length compiles one program. Several trainers of one
+seed (the models of one trial) train together in one update vmapped over them (training_jax.members), sharing
+the block's batches; their states are stacked and split on the host, which compiles nothing either.
 """
 import math
 import time
@@ -23,26 +23,30 @@ from data.progress import ProgressLine
 from finetune.batches import EXAMPLE_WEIGHT
 from training_jax.finetune_buckets import training_blocks
 
-_RESIDENT = {}  # id(features) -> (features, their arrays on the device): a task's examples uploaded once
+_PADDED = {}  # id(features) -> (features, their padded arrays): a task's examples padded once
 
 
-@jax.jit
-def stack(states):
-    """The members' states on a leading axis: one program for the whole tree, not one per array shape."""
-    return jax.tree.map(lambda *values: jax.numpy.stack(values), *states)
+def stacked_state(trainers):
+    """The trainers' (trainable, non-trainable, optimizer) values stacked on a leading member axis, read from
+    their variables: built on the host and sent once, so no program is compiled for it."""
+    def values(trainer):
+        return tuple([np.asarray(v.value) for v in variables] for variables in (
+            trainer.model.trainable_variables, trainer.model.non_trainable_variables, trainer.optimizer.variables))
+
+    return jax.device_put(jax.tree.map(lambda *members: np.stack(members), *[values(t) for t in trainers]))
 
 
-@jax.jit
 def member(state, number):
-    """One member's slice of a stacked state (`number` an input: one program for all members)."""
-    return jax.tree.map(lambda value: value[number], state)
+    """One member's slice of a stacked state, on the host (no program compiled)."""
+    return jax.tree.map(lambda value: np.asarray(value)[number], state)
 
 
-def resident_examples(features, max_seq_length):
-    """A task's training features as device arrays: every sequence zero-padded to max_seq_length, each
-    example's length (its input_mask is computed from it) and the per-example scalars (labels)."""
+def task_examples(features, max_seq_length):
+    """A task's training features as arrays: every sequence zero-padded to max_seq_length, each example's
+    length (its input_mask is computed from it) and the per-example scalars (labels) in 32 bits, as the
+    device takes them (so that a batch's shapes and dtypes are those a program was compiled for)."""
     key = id(features)
-    if key not in _RESIDENT or _RESIDENT[key][0] is not features:
+    if key not in _PADDED or _PADDED[key][0] is not features:
         sequences = features["sequences"]
         lengths = np.array([len(v) for v in sequences["input_ids"]], np.int32)
         padded = {}
@@ -52,27 +56,28 @@ def resident_examples(features, max_seq_length):
                 array[row, :len(value)] = value
             padded[name] = array
         arrays = {"sequences": padded, "lengths": lengths,
-                  "scalars": {name: np.asarray(values) for name, values in features["scalars"].items()}}
-        _RESIDENT[key] = (features, jax.device_put(arrays))
-    return _RESIDENT[key][1]
+                  "scalars": {name: _in_32_bits(np.asarray(values)) for name, values in features["scalars"].items()}}
+        _PADDED[key] = (features, arrays)
+    return _PADDED[key][1]
+
+
+def _in_32_bits(values):
+    if values.dtype.kind == "f":
+        return values.astype(np.float32)
+    if values.dtype.kind in "iu":
+        return values.astype(np.int32)
+    return values
 
 
 def gather_batch(examples, indices, weights, length):
-    """The batch of `indices` ([rows], or [K, rows] for K batches) padded to `length` (a Python int), as
-    finetune.batches.pad_batch + grow_rows give it: sequences cut to `length`, input_mask 1 on each example's
-    tokens, the scalars, EXAMPLE_WEIGHT."""
-    import jax.numpy as jnp
-
+    """The batch of `indices` ([rows], or [K, rows] for K batches) padded to `length`, as finetune.batches.pad_batch
+    + grow_rows give it: sequences cut to `length`, input_mask 1 on each example's tokens, the scalars,
+    EXAMPLE_WEIGHT (NumPy, from task_examples)."""
     batch = {name: values[indices, :length] for name, values in examples["sequences"].items()}
-    batch["input_mask"] = (jnp.arange(length) < examples["lengths"][indices][..., None]).astype(jnp.int32)
+    batch["input_mask"] = (np.arange(length) < examples["lengths"][indices][..., None]).astype(np.int32)
     batch.update({name: values[indices] for name, values in examples["scalars"].items()})
     batch[EXAMPLE_WEIGHT] = weights
     return batch
-
-
-# A program of its own (milliseconds to compile), so that the update's program does not depend on how many
-# examples a task has: tasks of one head kind share it, as today's single updates do.
-gather_block = jax.jit(gather_batch, static_argnums=3)
 
 
 def block_program(update):
@@ -112,14 +117,14 @@ def block_arrays(block, block_steps, rows):
 
 
 def block_plan(trainers, arguments):
-    """(task, its examples on the device, the blocks of the trainers' training: training_blocks) for trainers of
-    one task, features, steps and seed; ValueError otherwise."""
+    """(task, its padded examples, the blocks of the trainers' training: training_blocks) for trainers of one
+    task, features, steps and seed; ValueError otherwise."""
     (features_by_task, num_steps, seed, _, _), first = arguments[0], trainers[0]
     if any((a[0], a[1], a[2]) != (features_by_task, num_steps, seed) for a in arguments) or len(features_by_task) != 1:
         raise ValueError("trained in blocks together: one task, the same features, steps and seed")
     (name, features), = features_by_task.items()
     task, config = first.tasks[name], first.config
-    examples = resident_examples(features, config.max_seq_length)
+    examples = task_examples(features, config.max_seq_length)
     lengths = [len(v) for v in features["sequences"]["input_ids"]]
     blocks = training_blocks(lengths, config.train_batch_size, num_steps, np.random.default_rng(seed),
                              first.block_steps, first.buckets, config.max_seq_length, config.bucket_pool_batches,
@@ -134,15 +139,17 @@ def block_calls(trainers, arguments):
     task, examples, blocks = block_plan(trainers, arguments)
     first, rows = trainers[0], trainers[0].config.train_batch_size
     together = len(trainers) > 1
-    state = (jax.eval_shape(lambda states: stack(states), [t.state for t in trainers]) if together
-             else jax.tree.map(_shape_of, first.state))
+    variables = [(t.model.trainable_variables, t.model.non_trainable_variables, t.optimizer.variables)
+                 for t in trainers[:1]][0]
+    state = tuple([jax.ShapeDtypeStruct(((len(trainers),) if together else ()) + tuple(v.shape), v.value.dtype)
+                   for v in group] for group in variables)
     block_steps = first.block_steps
-    indices = jax.ShapeDtypeStruct((block_steps, rows), np.int32)
-    weights = jax.ShapeDtypeStruct((block_steps, rows), np.float32)
+    indices = np.zeros((block_steps, rows), np.int32)
+    weights = np.zeros((block_steps, rows), np.float32)
     active = jax.ShapeDtypeStruct((block_steps,), np.bool_)
     calls = []
     for length in sorted({block.length for block in blocks}):
-        batches = jax.eval_shape(lambda e, i, w, n=length: gather_batch(e, i, w, n), examples, indices, weights)
+        batches = jax.tree.map(_shape_of, gather_batch(examples, indices, weights, length))
         calls.append((first.block_fn(task, length, together),
                       (state, batches, active, _shape_of(first._schedule_steps))))
     return calls
@@ -164,14 +171,14 @@ def train_in_blocks(trainers, arguments):
     task, examples, blocks = block_plan(trainers, arguments)
     (_, num_steps, _, _, label), first, config = arguments[0], trainers[0], trainers[0].config
     together = len(trainers) > 1
-    state = stack([t.state for t in trainers]) if together else first.state
+    state = stacked_state(trainers) if together else first.state
     reporters = [a[3] for a in arguments]
     progress = ProgressLine(f"fine-tuning {label}".strip() + (f", {len(trainers)} models together" if together else ""),
                             num_steps, lambda done, elapsed: f"step {int(done)}/{num_steps}, {done / elapsed:.2f} steps/s")
     step, losses, means = 0, [], np.full(len(trainers), np.nan)
     for block in blocks:
         indices, weights, active = block_arrays(block, first.block_steps, config.train_batch_size)
-        batches = gather_block(examples, indices, weights, block.length)
+        batches = gather_batch(examples, indices, weights, block.length)
         program = first.block_fn(task, block.length, together)
         state, block_losses = program(state, batches, active, first._schedule_steps)
         count = len(block.batches)
@@ -183,9 +190,11 @@ def train_in_blocks(trainers, arguments):
             losses = []
             for number, (trainer, reporter) in enumerate(zip(trainers, reporters)):
                 if reporter is not None:
-                    optimizer_values = member(state[2], number) if together else state[2]
+                    iterations = state[2][trainer.iterations_index]  # the schedule's one input
                     reporter.scalars(reporter.train_writer, step, {
-                        "loss": float(means[number]), "learning_rate": trainer.learning_rate_at(optimizer_values)})
+                        "loss": float(means[number]),
+                        "learning_rate": trainer.learning_rate_after(np.asarray(iterations)[number] if together
+                                                                     else iterations)})
         progress.update(step, f"loss {np.mean(means):.4f}")
     for number, trainer in enumerate(trainers):
         trainer._state = member(state, number) if together else state
