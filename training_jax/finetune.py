@@ -36,7 +36,7 @@ a flag given wins; the resolved choice is logged, in --stats and in each results
 --bf16 computes in bfloat16 (float32 weights and losses). --length-buckets pads each training batch to the
 smallest of a few lengths (--bucket-lengths, default 32, 64, 128) that holds it, examples of similar length
 batched together (training_jax.finetune_buckets: other batches, the same update for the same examples).
---steps-per-dispatch K runs K updates per dispatch from device-resident examples (training_jax.finetune_blocks;
+--steps-per-dispatch K runs K updates per dispatch, their batches sent as one block (training_jax.finetune_blocks;
 K single updates bit for bit on the CPU). --vmap-models trains the models of a task (one seed) in one update
 vmapped over them (training_jax.members; the separate runs' numbers within float32 rounding,
 tests/test_jax_finetune_buckets.py). The run goes in rounds, one seed of every task and model per round, the task
@@ -99,7 +99,7 @@ class JaxTrainer(BaseTrainer):
       grows its last batch to eval_batch_size.
     - `sized_steps`: the schedule's T and W are the step's inputs (training_jax.step.SizedSchedule), not
       constants, so tasks and trials of other lengths share the program.
-    - `block_steps` K > 0: a one-task training runs K updates per dispatch from device-resident examples
+    - `block_steps` K > 0: a one-task training runs K updates per dispatch, their batches sent as one block
       (training_jax.finetune_blocks), its batches padded to `buckets` (a list of lengths, the largest
       max_seq_length; training_jax.finetune_buckets), or, with buckets None, today's batches at
       max_seq_length in today's order (then K updates are K of `step`'s). 0: one `step` per batch.

@@ -30,7 +30,7 @@ class FinetuneSettings:
 
     @property
     def device_blocks(self):
-        """Training from device-resident examples in blocks (training_jax.finetune_blocks), not host batches:
+        """Training in blocks of K updates per dispatch (training_jax.finetune_blocks), not one batch at a time:
         with buckets, K > 1 or vmapped models (training_jax.members trains blocks)."""
         return self.length_buckets or self.steps_per_dispatch > 1 or self.vmap_models
 
@@ -81,7 +81,7 @@ def add_flags(parser, several_models=False):
                        help="the buckets, e.g. 32,64 (multiples of 8; max_seq_length is always one); default 32, "
                             "64, ... up to max_seq_length")
     group.add_argument("--steps-per-dispatch", type=int, default=None, metavar="K",
-                       help=f"updates per dispatch from device-resident examples (lax.scan; the same as K single "
+                       help=f"updates per dispatch, their batches sent as one block (lax.scan; the same as K single "
                             f"updates); default {ACCELERATOR_BLOCK_STEPS} on an accelerator, 1 on the CPU, where "
                             "without --length-buckets each batch is built and sent on its own as before")
     if several_models:
