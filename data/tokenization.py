@@ -12,25 +12,39 @@ here and is not exact: its normaliser applies compatibility decomposition and ca
 Both kinds tokenize with one graph: `encode_batch` runs it over batches, `tf_tokenize` places it in the
 caller's graph (a SavedModel serving raw strings), so the two agree by construction.
 
+Machines without TensorFlow (the JAX GPU image) get the same ids from a second engine in Python alone,
+data/python_tokenization.py, which holds the character rules both engines read. `load_tokenizer` picks the
+graph under the TensorFlow backend (KERAS_BACKEND unset or "tensorflow", with TensorFlow and
+tensorflow-text installed) and Python otherwise; `engine=` overrides. `tf_tokenize` is always the graph.
+Importing this module imports no TensorFlow.
+
 Known limit: TensorFlow's ICU lower-cases by an older Unicode table than Python 3.11's, so ~40 letters
-added in Unicode 14 (e.g. U+2C2F, U+A7C0) keep their upper case.
+added in Unicode 14 (e.g. U+2C2F, U+A7C0) keep their upper case in the graph; the Python engine lower-cases
+them, as the original does.
 """
 import abc
 import dataclasses
 import functools
 import hashlib
+import importlib.util
+import os
 import pathlib
-import unicodedata
+import sys
 from typing import List, Optional, Sequence
 
 import numpy as np
 
 from common.errors import InputError
+from data.python_tokenization import (MAX_INPUT_CHARS_PER_WORD, SUFFIX_INDICATOR, SentencePieceEncoder,
+                                      WordPieceEncoder, char_masks, is_split_character,
+                                      load_sentencepiece_processor, normalize_case_and_accents)
+
+__all__ = ["SPECIAL_TOKENS", "MAX_INPUT_CHARS_PER_WORD", "SUFFIX_INDICATOR", "ENGINES", "SpecialIds", "Tokenizer",
+           "WordPieceTokenizer", "SentencePieceTokenizer", "load_tokenizer", "default_engine", "file_sha256",
+           "is_split_character", "normalize_case_and_accents", "tf_bert_words"]
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
-# BERT's max_input_chars_per_word: a longer word becomes [UNK] (counted in characters, not bytes).
-MAX_INPUT_CHARS_PER_WORD = 100
-SUFFIX_INDICATOR = "##"
+ENGINES = ("tensorflow", "python")
 # Lines per TF call: large enough to amortise the call, small enough to bound memory.
 _CHUNK_LINES = 4096
 
@@ -57,26 +71,33 @@ def file_sha256(path) -> str:
 
 class Tokenizer(abc.ABC):
     """Text → ids without [CLS]/[SEP]; the packer adds those. TensorFlow starts on first use, not on
-    loading, so that worker processes can set its thread counts first."""
+    loading, so that worker processes can set its thread counts first. `engine` says who encodes:
+    "tensorflow" (the graph) or "python" (data/python_tokenization.py)."""
 
     kind: str
 
     def __init__(self, vocab_file, vocab_size: int, special_ids: SpecialIds, lower_case: bool,
-                 strip_accents: bool):
+                 strip_accents: bool, engine: Optional[str] = None):
         self.vocab_file = str(vocab_file)
         self.vocab_size = vocab_size
         self.special_ids = special_ids
         self.lower_case = lower_case
         self.strip_accents = strip_accents
+        self.engine = _checked_engine(engine)
         self.fingerprint = file_sha256(vocab_file)
         self._module = None
         self._encode = None
+        self._python_encoder = None
 
     def encode_batch(self, texts: Sequence[str]) -> List[np.ndarray]:
         """One int32 id array per text."""
         if isinstance(texts, (str, bytes)):
             raise TypeError("encode_batch takes a sequence of strings; use encode() for one string")
         texts = texts if isinstance(texts, (list, tuple)) else list(texts)
+        if self.engine == "python":
+            if self._python_encoder is None:
+                self._python_encoder = self._build_python_encoder()
+            return [np.array(ids, dtype=np.int32) for ids in self._python_encoder.encode_batch(texts)]
         if self._encode is None:
             import tensorflow as tf
 
@@ -116,22 +137,51 @@ class Tokenizer(abc.ABC):
     def _build_tf_tokenizer(self):
         ...
 
+    @abc.abstractmethod
+    def _build_python_encoder(self):
+        """An object whose encode_batch(texts) gives one list of ids per text, as the graph does."""
+
     def __repr__(self):
         return (f"{type(self).__name__}({self.vocab_file!r}, vocab_size={self.vocab_size}, "
-                f"lower_case={self.lower_case}, strip_accents={self.strip_accents})")
+                f"lower_case={self.lower_case}, strip_accents={self.strip_accents}, engine={self.engine!r})")
 
 
 def load_tokenizer(vocab_file=None, spm_model=None, lower_case: bool = True,
-                   strip_accents: Optional[bool] = None) -> Tokenizer:
-    """`strip_accents=None` follows `lower_case`, as in the original BERT."""
+                   strip_accents: Optional[bool] = None, engine: Optional[str] = None) -> Tokenizer:
+    """`strip_accents=None` follows `lower_case`, as in the original BERT; `engine=None` is
+    `default_engine()`."""
     if (vocab_file is None) == (spm_model is None):
         raise InputError("give exactly one vocabulary: a WordPiece vocab.txt (--vocab-file) or a SentencePiece "
                          f"model (--spm-model); got vocab_file={vocab_file!r}, spm_model={spm_model!r}")
     if strip_accents is None:
         strip_accents = lower_case
     if vocab_file is not None:
-        return WordPieceTokenizer(vocab_file, lower_case, strip_accents)
-    return SentencePieceTokenizer(spm_model, lower_case, strip_accents)
+        return WordPieceTokenizer(vocab_file, lower_case, strip_accents, engine=engine)
+    return SentencePieceTokenizer(spm_model, lower_case, strip_accents, engine=engine)
+
+
+def default_engine() -> str:
+    """"tensorflow" under the TensorFlow backend (KERAS_BACKEND unset counts: the scripts default to it) where
+    TensorFlow and tensorflow-text are installed, "python" otherwise. Asks without importing TensorFlow."""
+    if os.environ.get("KERAS_BACKEND", "tensorflow") != "tensorflow":
+        return "python"
+    return "tensorflow" if _tensorflow_installed() else "python"
+
+
+def _tensorflow_installed() -> bool:
+    return all(name in sys.modules or importlib.util.find_spec(name) is not None
+               for name in ("tensorflow", "tensorflow_text"))
+
+
+def _checked_engine(engine: Optional[str]) -> str:
+    if engine is None:
+        return default_engine()
+    if engine not in ENGINES:
+        raise ValueError(f"tokenizer engine {engine!r}: use one of {', '.join(ENGINES)}")
+    if engine == "tensorflow" and not _tensorflow_installed():
+        raise InputError("the tensorflow tokenizer engine needs TensorFlow and tensorflow-text, which are not "
+                         "installed here; use engine='python' (the same ids without TensorFlow)")
+    return engine
 
 
 # ------------------------------------------------------------------------------------------------ text rules
@@ -139,26 +189,12 @@ def load_tokenizer(vocab_file=None, spm_model=None, lower_case: bool = True,
 
 @dataclasses.dataclass(frozen=True)
 class _CharClasses:
-    """RE2 character classes for BERT's BasicTokenizer rules, and a str.translate table for Mn."""
+    """RE2 character classes for BERT's BasicTokenizer rules (data/python_tokenization.char_masks)."""
 
-    drop: str  # NUL, U+FFFD and every category C* character except \t \n \r
-    space: str  # what the original turns into a space or splits on: \t \n \r, Zs, other str.isspace()
-    # (except the space itself)
-    split: str  # BERT punctuation (ASCII 33-47, 58-64, 91-96, 123-126 and P*) and CJK ideographs
-    nonspacing_marks: str  # category Mn, removed after NFD when stripping accents
-    nonspacing_table: dict
-
-
-_CJK_RANGES = ((0x4E00, 0x9FFF), (0x3400, 0x4DBF), (0x20000, 0x2A6DF), (0x2A700, 0x2B73F),
-               (0x2B740, 0x2B81F), (0x2B820, 0x2CEAF), (0xF900, 0xFAFF), (0x2F800, 0x2FA1F))
-_ASCII_PUNCTUATION_RANGES = ((33, 47), (58, 64), (91, 96), (123, 126))
-
-
-def is_split_character(char: str) -> bool:
-    """BERT punctuation or a CJK ideograph: always a word of its own."""
-    cp = ord(char)
-    return (unicodedata.category(char)[0] == "P"
-            or any(first <= cp <= last for first, last in _ASCII_PUNCTUATION_RANGES + _CJK_RANGES))
+    drop: str
+    space: str
+    split: str
+    nonspacing_marks: str
 
 
 def _ranges(mask: np.ndarray):
@@ -173,32 +209,12 @@ def _re2_class(ranges) -> str:
 
 @functools.lru_cache(maxsize=None)
 def _char_classes() -> _CharClasses:
-    """Built once per process (about half a second) from this Python's Unicode tables."""
-    chars = [chr(cp) for cp in range(0x110000)]
-    categories = [unicodedata.category(c) for c in chars]
-    major = np.array([c[0] for c in categories])
-    minor = np.array(categories)
-    code_points = np.arange(0x110000)
-    surrogate = minor == "Cs"  # never in UTF-8 text, and not allowed in an RE2 class
-    drop = ((major == "C") & ~np.isin(code_points, [9, 10, 13])) | np.isin(code_points, [0, 0xFFFD])
-    space = ~drop & ((minor == "Zs") | np.array([c.isspace() for c in chars]))
-    space[ord(" ")] = False  # already a space: matching every one would double the cost of this step
-    split = major == "P"
-    for first, last in _ASCII_PUNCTUATION_RANGES + _CJK_RANGES:
-        split[first:last + 1] = True
-    marks = minor == "Mn"
-    return _CharClasses(drop=_re2_class(_ranges(drop & ~surrogate)), space=_re2_class(_ranges(space)),
-                        split=_re2_class(_ranges(split)), nonspacing_marks=_re2_class(_ranges(marks)),
-                        nonspacing_table=dict.fromkeys(np.flatnonzero(marks).tolist()))
-
-
-def normalize_case_and_accents(text: str, lower_case: bool, strip_accents: bool) -> str:
-    """Python's version of `_tf_case_and_accents`, for SentencePiece training text."""
-    if lower_case:
-        text = text.lower()
-    if strip_accents:
-        text = unicodedata.normalize("NFD", text).translate(_char_classes().nonspacing_table)
-    return text
+    masks = char_masks()
+    surrogate = np.zeros(0x110000, bool)
+    surrogate[0xD800:0xE000] = True  # never in UTF-8 text, and not allowed in an RE2 class
+    return _CharClasses(drop=_re2_class(_ranges(masks.drop & ~surrogate)), space=_re2_class(_ranges(masks.space)),
+                        split=_re2_class(_ranges(masks.split)),
+                        nonspacing_marks=_re2_class(_ranges(masks.nonspacing_marks)))
 
 
 def _tf_case_and_accents(strings, lower_case: bool, strip_accents: bool):
@@ -292,11 +308,15 @@ def _read_wordpiece_vocab(path) -> List[str]:
 class WordPieceTokenizer(Tokenizer):
     kind = "wordpiece"
 
-    def __init__(self, vocab_file, lower_case: bool = True, strip_accents: bool = True):
+    def __init__(self, vocab_file, lower_case: bool = True, strip_accents: bool = True,
+                 engine: Optional[str] = None):
         self._tokens = _read_wordpiece_vocab(vocab_file)
         ids = {token: i for i, token in enumerate(self._tokens)}
         special = SpecialIds(*(ids[t] for t in SPECIAL_TOKENS))
-        super().__init__(vocab_file, len(self._tokens), special, lower_case, strip_accents)
+        super().__init__(vocab_file, len(self._tokens), special, lower_case, strip_accents, engine)
+
+    def _build_python_encoder(self):
+        return WordPieceEncoder(self._tokens, "[UNK]", self.lower_case, self.strip_accents)
 
     def _build_tf_tokenizer(self):
         import tensorflow as tf
@@ -325,18 +345,18 @@ class WordPieceTokenizer(Tokenizer):
 
 
 class SentencePieceTokenizer(Tokenizer):
-    """Ids from tensorflow-text's SentencePiece, for `encode_batch` too: the Python package breaks ties
-    between equal-scoring segmentations differently (".222" → "2" "22" versus "22" "2"); the Python
-    package only reads the model's pieces here."""
+    """Ids from tensorflow-text's SentencePiece, or the same ids in Python: the `sentencepiece` package's
+    own encoder breaks ties between equal-scoring unigram segmentations differently (".222" → "2" "22"
+    versus "22" "2"), so the Python engine runs tensorflow-text's Viterbi on the package's normalised
+    text (data/python_tokenization.py)."""
 
     kind = "sentencepiece"
 
-    def __init__(self, model_file, lower_case: bool = True, strip_accents: bool = True):
-        import sentencepiece
-
+    def __init__(self, model_file, lower_case: bool = True, strip_accents: bool = True,
+                 engine: Optional[str] = None):
         fix = "pass a SentencePiece .model file or learn one with data/vocab.py"
         self._model_bytes = _read_input_file(model_file, "SentencePiece model", fix)
-        self._sp = sentencepiece.SentencePieceProcessor()
+        self._sp = load_sentencepiece_processor()
         try:
             self._sp.LoadFromSerializedProto(self._model_bytes)
         except Exception:  # sentencepiece raises RuntimeError or OSError depending on the damage
@@ -348,7 +368,10 @@ class SentencePieceTokenizer(Tokenizer):
             raise InputError(f"{model_file}: the SentencePiece model lacks the pieces {', '.join(missing)}; "
                              "train it with these as pad/unk pieces and control symbols (data/vocab.py "
                              "learn_sentencepiece_model does)")
-        super().__init__(model_file, self._sp.get_piece_size(), SpecialIds(*ids), lower_case, strip_accents)
+        super().__init__(model_file, self._sp.get_piece_size(), SpecialIds(*ids), lower_case, strip_accents, engine)
+
+    def _build_python_encoder(self):
+        return SentencePieceEncoder(self._sp, self._model_bytes, self.lower_case, self.strip_accents)
 
     def _build_tf_tokenizer(self):
         import tensorflow as tf
