@@ -178,7 +178,6 @@ def parse_args(argv=None):
     parser.add_argument("--vocab-file", type=pathlib.Path, default=None,
                         help="the run's vocabulary (default: the export's)")
     parser.add_argument("--model", default=None, help="the export's model (needed when it holds several)")
-    parser.add_argument("--arm", dest="model", default=None, help=argparse.SUPPRESS)  # the older spelling
     parser.add_argument("--step", type=int, default=None, help="the checkpoint's step (default: from the name)")
     parser.add_argument("--model-name", required=True, help="the folder to write under <data-dir>/models/")
     parser.add_argument("--data-dir", type=pathlib.Path, default=None,

@@ -1,6 +1,7 @@
 """training_jax speaks the product's words (an export, a model, a run): no "study" or "arm" in its options,
-file names or public names, but for the old spellings it still accepts (--study/--arm, study.json, "arms"),
-so that exports and command lines from before still work. Pure Python: nothing is compiled."""
+file names or public names, but for the old export files it still reads (study.json, "arms"), so that exports
+from before still work; the old options --study and --arm are gone (refused as unknown). Pure Python: nothing is
+compiled."""
 import ast
 import json
 import pathlib
@@ -11,8 +12,7 @@ import pytest
 REPO = pathlib.Path(__file__).resolve().parents[1]
 STUDY_WORDS = re.compile(r"study|(?<![a-z])arms?(?![a-z])", re.IGNORECASE)
 # The only places the old words may stay: the accepted aliases and the old-format readers, by file and text.
-ALLOWED = {("pretrain.py", "--study"), ("pretrain.py", "--arm"),
-           ("export_file.py", "study.json"), ("export_file.py", "arms")}
+ALLOWED = {("export_file.py", "study.json"), ("export_file.py", "arms")}
 
 
 def docstrings(tree):
@@ -74,12 +74,17 @@ def test_training_jax_has_no_study_or_arm_in_its_options_files_or_names():
     assert {name: words for name, words in found.items() if words} == {}
 
 
-def test_the_old_options_are_accepted_and_hidden(capsys):
+def test_the_old_options_are_gone(capsys):
+    from checkpoints import import_jax
     from training_jax import pretrain
 
     new = pretrain.parse_args(["--export", "e", "--model", "m", "--out", "o"])
-    old = pretrain.parse_args(["--study", "e", "--arm", "m", "--out", "o"])
-    assert (new.export, new.model) == (old.export, old.model) == (pathlib.Path("e"), "m")
+    assert (new.export, new.model) == (pathlib.Path("e"), "m")
+    for parse, old in ((pretrain.parse_args, ["--study", "e", "--arm", "m", "--out", "o"]),
+                       (import_jax.parse_args, ["--weights", "w", "--model-name", "n", "--arm", "m"])):
+        with pytest.raises(SystemExit) as stopped:
+            parse(old)
+        assert stopped.value.code == 2 and "unrecognized arguments" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         pretrain.parse_args(["--help"])
     shown = capsys.readouterr().out

@@ -163,7 +163,7 @@ def test_checkpoints_are_evenly_spaced_and_end_at_the_last_step():
 
 def test_the_jax_trainer_takes_the_models_the_export_lists(tmp_path):
     """--model is checked against export.json (electric for the Electric ranking; electra and mlm for RTD vs MLM),
-    and an older export's study.json, given with the old --study/--arm, is checked the same way."""
+    and an older export's study.json is checked the same way."""
     from common.errors import InputError
     from training_jax import pretrain
 
@@ -174,7 +174,7 @@ def test_the_jax_trainer_takes_the_models_the_export_lists(tmp_path):
     old.mkdir()
     (old / "study.json").write_text(json.dumps({"arms": {"electric": {}}, "log_every": 1, "eval_every": {}}))
     with pytest.raises(InputError, match=r"--model electra: .*old/study\.json has no such model; give one of electric"):
-        pretrain.Run(pretrain.parse_args(["--study", str(old), "--arm", "electra", "--out", str(tmp_path)]))
+        pretrain.Run(pretrain.parse_args(["--export", str(old), "--model", "electra", "--out", str(tmp_path)]))
     with pytest.raises(InputError, match=r"none/export\.json: missing"):
         pretrain.Run(pretrain.parse_args(["--export", str(tmp_path / "none"), "--model", "electric",
                                           "--out", str(tmp_path)]))

@@ -519,18 +519,12 @@ def measure(export_dir, config_file, model, steps=30):
     return run.measure(steps)
 
 
-# Old spellings of --export and --model, still accepted so that command lines printed before them still run.
-OLD_OPTIONS = {"--study": "--export", "--arm": "--model"}
-
-
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--export", type=pathlib.Path, default=None,
                         help="the folder python -m training_jax.export (or a --device-export) wrote")
     parser.add_argument("--model", default=None, help="one of the models its export.json lists (training_jax.export: "
                         "its --model-name)")
-    for old, new in OLD_OPTIONS.items():
-        parser.add_argument(old, dest=new[2:], type=pathlib.Path if new == "--export" else str, help=argparse.SUPPRESS)
     parser.add_argument("--out", type=pathlib.Path, required=True)
     parser.add_argument("--state-dir", type=pathlib.Path, default=None,
                         help="where the resumable state is kept (default <export>/state_<model>); hundreds of MB "
