@@ -25,7 +25,7 @@ test_predictions/trial_<k>/ (GLUE submission TSVs, SQuAD prediction JSON with nu
 Under JAX (KERAS_BACKEND=jax, on a machine with or without TensorFlow) the same command reads and writes the
 same files: tokenization in Python, checkpoints with NumPy, TensorBoard event files written by hand, and the
 training step of training_jax.finetune, with the platform's speed settings (on a GPU or TPU bfloat16, length
-buckets, 16 updates per dispatch and its programs compiled ahead; on the CPU the original's float32 single
+buckets and 16 updates per dispatch; on the CPU the original's float32 single
 updates); the flags under "speed under KERAS_BACKEND=jax" change them.
 """
 import argparse

@@ -10,9 +10,9 @@ and sent by the host), one model after another. new: the same process with what 
 (training_jax.finetune_settings): length buckets, --steps-per-dispatch K updates per dispatch from
 device-resident examples, the models of a task vmapped, and bfloat16 on an accelerator (float32 on the CPU,
 where bfloat16 is emulated). blocks (--ways today,blocks,new): new without length buckets, every batch
-max_seq_length long (what buckets add: fewer padded tokens, more programs to compile). first-use
-(--ways first-use,new): new with each training program compiled on its first use, one after another, instead
-of all before training, in threads at once (what compiling ahead adds).
+max_seq_length long (what buckets add: fewer padded tokens, more programs to compile). ahead
+(--ways new,ahead): new with its training programs compiled before training, in threads at once
+(--compile-ahead), instead of each on its first use, one after another.
 before (--ways before,...): issue 33's baseline, one process per (model, task) job for the first
 --before-models models (--no-fixed-shapes --no-shared-programs --no-sized-steps). Every way
 starts from an empty compilation cache. Printed per way: wall time (process start-ups, compiles and
@@ -46,7 +46,7 @@ from finetune.synthetic_tasks import GLUE_SIZES, SYNTHETIC_VOCAB, synthetic_task
 REPO = pathlib.Path(__file__).resolve().parents[1]
 TODAY_FLAGS = ["--no-bf16", "--no-length-buckets", "--steps-per-dispatch", "1", "--no-vmap-models"]
 BEFORE_FLAGS = TODAY_FLAGS + ["--no-fixed-shapes", "--no-shared-programs", "--no-sized-steps"]
-WAYS = ("before", "today", "blocks", "first-use", "new")
+WAYS = ("before", "today", "blocks", "new", "ahead")
 TRAIN_PROGRAMS = ("jit(update)", "jit(block)")  # the compiled names of a training step (vmapped or not)
 
 
@@ -188,7 +188,7 @@ def measure(work=None, tasks_dir=None, model_size="electra_tiny", models=3, task
                                                  + BEFORE_FLAGS, out.with_suffix(".stats.json"), in_process)))
         results["before"] = _summary(runs, time.monotonic() - start)
     for way, flags in (("today", TODAY_FLAGS), ("blocks", new_flags(block_steps, buckets=False)),
-                       ("first-use", new_flags(block_steps) + ["--no-compile-ahead"]), ("new", new_flags(block_steps))):
+                       ("new", new_flags(block_steps)), ("ahead", new_flags(block_steps) + ["--compile-ahead"])):
         if way in ways:
             start = time.monotonic()
             outs = [str(work / way / f"model-{number}") for number in range(len(weights))]
@@ -268,7 +268,7 @@ def main(argv=None):
     print(f"device {results['device']}; {args.model_size}, {args.models} models, tasks {args.tasks}, "
           f"{args.seeds} seed(s), K = {args.steps_per_dispatch}"
           f"{'' if args.tasks_dir else f', synthetic at scale {args.scale}, {args.lengths} lengths'}")
-    for way in ("today", "blocks", "first-use", "new"):
+    for way in ("today", "blocks", "new", "ahead"):
         if way in results:
             print(f"{way}: {results[way]['settings']}")
     print(table(results))

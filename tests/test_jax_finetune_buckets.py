@@ -215,7 +215,7 @@ SCRIPT = textwrap.dedent('''
     common = common[:common.index("--seeds")] + ["--seeds", "1", "--hparams", json.dumps(
         {**hparams, "max_train_steps": 8}), "--weights", "none", "--weights", "none", "--vmap-models",
         "--steps-per-dispatch", "2", "--length-buckets", "--bucket-lengths", "32"]
-    for way, extra in (("on_first_use", ["--no-compile-ahead"]), ("ahead", ["--no-shared-programs"])):
+    for way, extra in (("on_first_use", []), ("ahead", ["--compile-ahead", "--no-shared-programs"])):
         finetune.main(common + ["--out", str(root / way / "a"), str(root / way / "b"), "--stats",
                                 str(root / way / "stats.json")] + extra)
     print("RESULTS" + json.dumps(results))

@@ -252,7 +252,11 @@ class JaxTrainer(BaseTrainer):
     def predict_batch(self, task, batch):
         rows = len(batch["index"])
         inputs = grow_rows(model_inputs(batch), self.config.eval_batch_size)
-        trainable, non_trainable, _ = self.state
+        if self._state is not None:  # during training: the arrays the updates hold
+            trainable, non_trainable, _ = self._state
+        else:  # after it: the variables' own values (prediction donates nothing, so no copy of every weight)
+            trainable, non_trainable = ([v.value for v in variables] for variables in (
+                self.model.trainable_variables, self.model.non_trainable_variables))
         outputs = self._predict_fn(task)(trainable, non_trainable, inputs)
         return keras.tree.map_structure(lambda value: np.asarray(value)[:rows], outputs)  # no slicing program
 
@@ -359,7 +363,7 @@ def pretrained_record(config_path, pretraining_config, files):
 # ---------------------------------------------------------------- run_finetuning.py under JAX
 def product_runner(args, pretrained, config, task_data, **runner_options):
     """run_finetuning.py's TrialRunner under KERAS_BACKEND=jax: JaxTrainer with this platform's speed settings
-    (finetune_settings: bf16, length buckets, K updates per dispatch and programs compiled ahead on an
+    (finetune_settings: bf16, length buckets and K updates per dispatch on an
     accelerator; the original's float32 single updates on the CPU), the folder's encoder in that dtype, the
     settings recorded in the results files; compiled programs cached in <model folder>/jax_work."""
     from finetune.pretrained import FINETUNING_DTYPE, load_encoder

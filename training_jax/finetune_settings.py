@@ -26,7 +26,7 @@ class FinetuneSettings:
     bucket_lengths: str  # --bucket-lengths as given ("": 32, 64, ... up to max_seq_length)
     steps_per_dispatch: int
     vmap_models: bool
-    compile_ahead: bool = True  # asked for; it applies to training in blocks only (compiles_ahead)
+    compile_ahead: bool = False  # asked for; it applies to training in blocks only (compiles_ahead)
 
     @property
     def device_blocks(self):
@@ -90,9 +90,11 @@ def add_flags(parser, several_models=False):
                                 "(training_jax.members; the separate runs' numbers within float32 rounding, "
                                 "tests/test_jax_finetune_buckets.py); default on an accelerator, off on the CPU")
     group.add_argument("--compile-ahead", action=argparse.BooleanOptionalAction, default=None,
-                       help="when training in blocks (buckets or K > 1): compile a task's training programs (one "
-                            "per bucket length) before its first update, several at once in threads "
-                            "(training_jax.compile_ahead; the same programs); default on")
+                       help="when training in blocks (buckets or K > 1): compile the training programs (one per "
+                            "head kind and bucket length) before the first update, several at once in threads "
+                            "(training_jax.compile_ahead; the same programs). Default off: on a 2-core CPU each "
+                            "compile took twice as long beside another (docs/benchmarks.md); on a GPU host with its "
+                            "spare cores not yet measured")
 
 
 def given_flags(args):
@@ -115,4 +117,4 @@ def resolve(args, platform) -> FinetuneSettings:
                             length_buckets=chosen(args.length_buckets, accelerator),
                             bucket_lengths=args.bucket_lengths, steps_per_dispatch=steps,
                             vmap_models=chosen(getattr(args, "vmap_models", None), accelerator),
-                            compile_ahead=chosen(getattr(args, "compile_ahead", None), True))
+                            compile_ahead=chosen(getattr(args, "compile_ahead", None), False))
