@@ -113,14 +113,31 @@ def test_the_command_finetunes_without_tensorflow_and_continues_after_kill_9(fol
 
 
 def test_bad_input_gets_one_line_and_exit_code_2(folders, tmp_path):
+    import shutil
+
     root = folders
-    cases = {"missing task folder": (["--task", "mrpc"], "mrpc"),
-             "a flag of TensorFlow's path only": (["--task", "rte", "--vmap-models"], "unrecognized arguments")}
-    for label, (flags, expected) in cases.items():
+    models = root / "data" / "models"
+    # a config that does not match the checkpoint (wider than the weights), and a checkpoint cut short
+    shutil.copytree(models / "micro", models / "mismatch", ignore=shutil.ignore_patterns("results", "finetuning_*"))
+    config = json.loads((models / "mismatch" / "config.json").read_text())
+    config["model_hparam_overrides"]["hidden_size"] = 48
+    (models / "mismatch" / "config.json").write_text(json.dumps(config))
+    shutil.copytree(models / "micro", models / "damaged", ignore=shutil.ignore_patterns("results", "finetuning_*"))
+    data_file = next((models / "damaged").glob("ckpt-1.data-*"))
+    data_file.write_bytes(data_file.read_bytes()[:1000])
+    cases = {"missing task folder": ("micro", ["--task", "mrpc"], "mrpc"),
+             "a flag of the training_jax.finetune only": ("micro", ["--task", "rte", "--vmap-models"],
+                                                          "unrecognized arguments"),
+             "config against checkpoint": ("mismatch", ["--task", "rte"], "do not match this model"),
+             "damaged checkpoint": ("damaged", ["--task", "rte"], "ckpt-1.data-00000-of-00001: damaged"),
+             "no such model": ("none", ["--task", "rte"], "no such model folder")}
+    for label, (model, flags, expected) in cases.items():
         task = flags[flags.index("--task") + 1]
-        code, output = finished(launch(root / "data", "micro", root / "glue", task, tmp_path / "bad.log",
+        code, output = finished(launch(root / "data", model, root / "glue", task, tmp_path / "bad.log",
                                        *flags[2:]), tmp_path / "bad.log")
-        assert code == 2 and expected in output.strip().splitlines()[-1], (label, output[-2000:])
+        last = output.strip().splitlines()[-1]
+        print(f"{label}: {last}")
+        assert code == 2 and expected in last and "Traceback" not in output, (label, output[-2000:])
 
 
 @pytest.mark.skipif(not SHARED, reason="ELECTRA_SHARED_DATA is unset (the real-data tier)")
