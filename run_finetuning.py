@@ -3,6 +3,7 @@ files with the original's heads and recipe.
 
     python run_finetuning.py --model-name electra_small --task mnli
     python run_finetuning.py --model-name my_model --task cola,sts --num-trials 10 --do-predict
+    python run_finetuning.py --model-name my_model --task cola,sst,mrpc,sts,rte --each-task   # GLUE's table
     python run_finetuning.py --model-name electra_base --task squad --hparams '{"learning_rate": 5e-5}'
     python run_finetuning.py --model-name electra_small --task my_task --train-file train.csv \\
         --dev-file dev.jsonl --text-fields question,sentence --label-field label
@@ -65,6 +66,10 @@ def parse_args(argv=None):
     parser.add_argument("--num-trials", type=int, default=None, help="trials with seeds seed, seed+1, … "
                                                                       "(default 1; same as hparams num_trials)")
     parser.add_argument("--do-predict", action="store_true", help="also write test-set predictions")
+    parser.add_argument("--each-task", action="store_true",
+                        help="fine-tune each task of --task on its own (its own encoder, recipe and results), one "
+                             "after another in this process, instead of one encoder shared by all: GLUE's table in "
+                             "one command (under JAX the tasks of one head kind share their compiled programs)")
     parser.add_argument("--skip-bad-rows", action="store_true",
                         help="skip rows that cannot be parsed (GLUE TSV rows, MRQA lines, CoNLL sentences, rows "
                              "of your own files), as "
@@ -168,14 +173,19 @@ def prepare(args, say=print):
         overrides["num_trials"] = args.num_trials
     if args.skip_bad_rows:
         overrides["skip_bad_rows"] = True
-    config = FinetuningConfig.create(args.hparams, pretrained.recipe_size, [t.recipe_name for t in tasks],
-                                     overrides=overrides)
+    if args.each_task and len(tasks) < 2:
+        raise InputError(f"--each-task with --task {args.task}: name several tasks (e.g. cola,sst,mrpc,sts,rte) to "
+                         "fine-tune each on its own, or leave --each-task out")
+    # each task with its own encoder and recipe (--each-task), or all of them sharing one (the original's)
+    groups = [[task] for task in tasks] if args.each_task else [tasks]
+    configs = [FinetuningConfig.create(args.hparams, pretrained.recipe_size, [t.recipe_name for t in group],
+                                       overrides=overrides) for group in groups]
     limit = pretrained.model_config.max_position_embeddings
-    if config.max_seq_length > limit:
-        raise InputError(f"--hparams max_seq_length {config.max_seq_length} exceeds the model's "
+    if configs[0].max_seq_length > limit:
+        raise InputError(f"--hparams max_seq_length {configs[0].max_seq_length} exceeds the model's "
                          f"{limit} positions ({pretrained.folder}/config.json); use at most {limit}")
     data_root = args.finetuning_data_dir or pathlib.Path(data_dir) / "finetuning_data"
-    return pretrained, config, tasks, data_root
+    return pretrained, list(zip(groups, configs)), data_root
 
 
 @exit_on_input_error
@@ -193,17 +203,24 @@ def main(argv=None):
             raise InputError(f"{given_flags(args)[0]}: a flag of fine-tuning under JAX; run with KERAS_BACKEND=jax "
                              "or leave it out")
         turn_on_onednn()  # before TensorFlow is imported
-    pretrained, config, tasks, data_root = prepare(args)
+    pretrained, groups, data_root = prepare(args)
     from finetune.trials import prepare_tasks
 
     tokenizer = pretrained.tokenizer()
-    task_data = prepare_tasks(tasks, data_root, tokenizer, config, do_predict=args.do_predict)
-    names = "+".join(t.name for t in tasks)
+    # every group's files read and featurized before any training: a bad file stops the run at once
+    prepared = [(tasks, config, prepare_tasks(tasks, data_root, tokenizer, config, do_predict=args.do_predict))
+                for tasks, config in groups]
+    every = [task for tasks, _ in groups for task in tasks]
+    names = "+".join(t.name for t in every)
     logs = pretrained.folder / "finetuning_logs"
-    stems = "+".join(t.file_stem for t in tasks)  # no colon in folder names (mrqa:<name> → mrqa-<name>)
+    stems = "+".join(t.file_stem for t in every)  # no colon in folder names (mrqa:<name> → mrqa-<name>)
     with folder_lock.acquire(pretrained.folder, f"fine-tuning {names} from this model", name=f"finetuning-{stems}",
                              fix="wait for it to finish or stop it"):
-        return run_trials(pretrained, config, tasks, task_data, args, names, stems, logs)
+        all_trials = {}
+        for tasks, config, task_data in prepared:
+            group_names, group_stems = "+".join(t.name for t in tasks), "+".join(t.file_stem for t in tasks)
+            all_trials.update(run_trials(pretrained, config, tasks, task_data, args, group_names, group_stems, logs))
+        return all_trials
 
 
 def run_trials(pretrained, config, tasks, task_data, args, names, stems, logs):

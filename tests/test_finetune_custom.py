@@ -382,7 +382,7 @@ def test_recipe_ignores_the_users_task_name(data_dir, tmp_path):
     args = run_finetuning.parse_args(["--model-name", "tiny", "--data-dir", str(data_dir), "--task", "qa_intents",
                                       "--train-file", str(tmp_path / "train.csv"), "--dev-file",
                                       str(tmp_path / "train.csv")])
-    _, config, tasks, _ = run_finetuning.prepare(args)
+    _, [(tasks, config)], _ = run_finetuning.prepare(args)
     assert tasks[0].name == "qa_intents" and (config.max_seq_length, config.num_train_epochs) == (128, 3.0)
 
 

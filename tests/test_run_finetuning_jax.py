@@ -112,6 +112,26 @@ def test_the_command_finetunes_without_tensorflow_and_continues_after_kill_9(fol
     assert {"loss", "learning_rate"} <= tags
 
 
+def test_each_task_on_its_own_in_one_command(folders, tmp_path):
+    """--each-task: RTE and WNLI (the same layout, labels 1/0) each with its own encoder, recipe and results file,
+    in one process, where the multitask run would have one encoder for both."""
+    root = folders
+    wnli = tmp_path / "glue" / "wnli"
+    wnli.mkdir(parents=True)
+    for split in ("train", "dev"):
+        text = (root / "glue" / "rte" / f"{split}.tsv").read_text()
+        (wnli / f"{split}.tsv").write_text(text.replace("\tnot_entailment\n", "\t0\n").replace("\tentailment\n", "\t1\n"))
+    (tmp_path / "glue" / "rte").symlink_to(root / "glue" / "rte")
+    code, output = finished(launch(root / "data", "micro", tmp_path / "glue", "rte,wnli", tmp_path / "each.log",
+                                   "--each-task", "--length-buckets", "--steps-per-dispatch", "2"), tmp_path / "each.log")
+    assert code == 0, output[-3000:]
+    results = root / "data" / "models" / "micro" / "results"
+    for task in ("rte", "wnli"):
+        recorded = json.loads((results / f"{task}_results.json").read_text())
+        assert recorded["complete"] and recorded["tasks_trained_together"] == [task], recorded["tasks_trained_together"]
+    assert output.count("Fine-tuning micro") == 2  # two runs of trials, each naming its one task
+
+
 def test_bad_input_gets_one_line_and_exit_code_2(folders, tmp_path):
     import shutil
 
