@@ -11,7 +11,8 @@ through BaseTrainer.batch_loss): a block of K is K single updates within float32
 CPU; tests/test_jax_finetune_buckets.py). A block shorter than K (the run's last) runs its missing steps as
 no-ops (lax.cond leaves the state as it is), so each bucket length compiles one program. Several trainers of one
 seed (the models of one trial) train together in one update vmapped over them (training_jax.members), sharing
-the block's batches; their states are stacked and split on the host, which compiles nothing either.
+the block's batches; the state is read from the variables (and stacked, and split) on the host, which compiles
+nothing either.
 """
 import math
 import time
@@ -26,14 +27,19 @@ from training_jax.finetune_buckets import training_blocks
 _PADDED = {}  # id(features) -> (features, their padded arrays): a task's examples padded once
 
 
-def stacked_state(trainers):
-    """The trainers' (trainable, non-trainable, optimizer) values stacked on a leading member axis, read from
-    their variables: built on the host and sent once, so no program is compiled for it."""
-    def values(trainer):
-        return tuple([np.asarray(v.value) for v in variables] for variables in (
-            trainer.model.trainable_variables, trainer.model.non_trainable_variables, trainer.optimizer.variables))
+def state_variables(trainer):
+    """The variables of a training state: (trainable, non-trainable, optimizer)."""
+    return trainer.model.trainable_variables, trainer.model.non_trainable_variables, trainer.optimizer.variables
 
-    return jax.device_put(jax.tree.map(lambda *members: np.stack(members), *[values(t) for t in trainers]))
+
+def initial_state(trainers):
+    """The training state read from the trainers' variables, stacked on a leading member axis when there are
+    several: built on the host and sent once (fresh buffers the update may donate), so no program is compiled
+    for it, where copying each variable on the device would compile one per shape."""
+    values = [tuple([np.asarray(v.value) for v in group] for group in state_variables(t)) for t in trainers]
+    if len(trainers) == 1:
+        return jax.device_put(values[0])
+    return jax.device_put(jax.tree.map(lambda *members: np.stack(members), *values))
 
 
 def member(state, number):
@@ -139,10 +145,8 @@ def block_calls(trainers, arguments):
     task, examples, blocks = block_plan(trainers, arguments)
     first, rows = trainers[0], trainers[0].config.train_batch_size
     together = len(trainers) > 1
-    variables = [(t.model.trainable_variables, t.model.non_trainable_variables, t.optimizer.variables)
-                 for t in trainers[:1]][0]
     state = tuple([jax.ShapeDtypeStruct(((len(trainers),) if together else ()) + tuple(v.shape), v.value.dtype)
-                   for v in group] for group in variables)
+                   for v in group] for group in state_variables(first))
     block_steps = first.block_steps
     indices = np.zeros((block_steps, rows), np.int32)
     weights = np.zeros((block_steps, rows), np.float32)
@@ -171,7 +175,7 @@ def train_in_blocks(trainers, arguments):
     task, examples, blocks = block_plan(trainers, arguments)
     (_, num_steps, _, _, label), first, config = arguments[0], trainers[0], trainers[0].config
     together = len(trainers) > 1
-    state = stacked_state(trainers) if together else first.state
+    state = initial_state(trainers)
     reporters = [a[3] for a in arguments]
     progress = ProgressLine(f"fine-tuning {label}".strip() + (f", {len(trainers)} models together" if together else ""),
                             num_steps, lambda done, elapsed: f"step {int(done)}/{num_steps}, {done / elapsed:.2f} steps/s")
