@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from storage.checkpoint_bundle import read_model_weights
-from tests.helpers import JAX_TEST_XLA_FLAGS, export_tiny_run
+from tests.helpers import JAX_QUICK_XLA_FLAGS, export_tiny_run
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 STEPS, BATCH = 4, 8
@@ -51,7 +51,7 @@ SCRIPT = textwrap.dedent('''
 
 def jax_environment(devices, **extra):
     return dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu", PYTHONPATH=str(REPO_ROOT),
-                XLA_FLAGS=f"{JAX_TEST_XLA_FLAGS} --xla_force_host_platform_device_count={devices}", **extra)
+                XLA_FLAGS=f"{JAX_QUICK_XLA_FLAGS} --xla_force_host_platform_device_count={devices}", **extra)
 
 
 @pytest.fixture(scope="module")

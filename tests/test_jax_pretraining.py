@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from storage.checkpoint_bundle import read_model_weights
-from tests.helpers import export_tiny_run, run_script_under_jax
+from tests.helpers import JAX_TEST_XLA_FLAGS, export_tiny_run, run_script_under_jax
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -107,7 +107,9 @@ def pieces_run(tmp_path_factory):
     (export / "export.json").write_text(json.dumps(study))
     root = tmp_path / "runs"
     script = PIECES_SCRIPT.replace("sys.argv[1], sys.argv[2]", f"{str(export)!r}, {str(root)!r}")
-    return export, study, root, run_script_under_jax(script, REPO_ROOT)
+    # XLA's default CPU emitters: the bit-for-bit equality of a block of 4 updates and 4 single steps is theirs
+    # (tests.helpers.quick_xla_flags)
+    return export, study, root, run_script_under_jax(script, REPO_ROOT, xla_flags=JAX_TEST_XLA_FLAGS)
 
 
 def test_the_gpu_speed_options_reach_the_model_and_the_random_bits(pieces_run):

@@ -15,7 +15,7 @@ import time
 import numpy as np
 import pytest
 
-from tests.helpers import JAX_TEST_XLA_FLAGS, MICRO_MODEL, build_tiny_dataset, write_rte
+from tests.helpers import JAX_QUICK_XLA_FLAGS, MICRO_MODEL, build_tiny_dataset, write_rte
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 # TensorFlow made unimportable, as on a GPU machine without it; then the command as a user types it
@@ -29,7 +29,7 @@ HPARAMS = {"model_size": "electra_small", "model_hparam_overrides": {**MICRO_MOD
 def launch(data_dir, model, steps, log):
     """The command in its own process, its output into the file `log` (a pipe nobody reads would block it)."""
     env = dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu", PYTHONPATH=str(REPO_ROOT),
-               XLA_FLAGS=JAX_TEST_XLA_FLAGS)
+               XLA_FLAGS=JAX_QUICK_XLA_FLAGS)
     with open(log, "w") as output:
         return subprocess.Popen([sys.executable, "-c", LAUNCH, "--data-dir", str(data_dir), "--model-name", model,
                                  "--hparams", json.dumps({**HPARAMS, "num_train_steps": steps})],
