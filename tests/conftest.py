@@ -54,3 +54,40 @@ def tokenizer(tmp_path_factory):
     tokens = ["[PAD]", "[CLS]", "[SEP]", "[MASK]", "[UNK]"] + [f"word{i}" for i in range(VOCAB_SIZE - 5)]
     path.write_text("\n".join(tokens) + "\n", encoding="utf-8")
     return load_tokenizer(vocab_file=path)
+
+
+# ------------------------------------------------------------------------------------------ the two workers' load
+# Seconds each slow file took (its tests' setup, call and teardown) in a whole run as CI runs it (`-n 2 --dist
+# loadfile`, ELECTRA_SHARED_DATA set; 2026-11-29, an Intel Xeon with 2 cores at load 4-5); the files not named took
+# under 15 s. Each of the two workers runs a whole file at a time, so the run ends when the worker with the last
+# long file is done: the slowest files go first (the longest processing time first, as a scheduler would) and the
+# quick ones fill in at the end. xdist's own order (the files with the most tests first) put long files of one to
+# four tests (test_pretraining_real, test_build_real, test_distributed, test_data_parallel) last, behind which the
+# other worker could sit idle for minutes. A new slow file belongs here; a file's weight need not be exact.
+FILE_SECONDS = {
+    "test_build": 127, "test_pretraining_real": 122, "test_jax_pretraining": 119, "test_finetune_custom": 116,
+    "test_import_gpu_runs": 111, "test_run_finetuning_jax": 108, "test_jax_run": 106, "test_predict": 93,
+    "test_mixed_precision_run": 93, "test_finetune_multitask": 84, "test_run_pretraining": 77,
+    "test_finetune_mrqa": 77, "test_study_rtd_vs_mlm_device": 76, "test_jax_finetune_speed": 75,
+    "test_distributed": 72, "test_data_parallel": 67, "test_run_pretraining_jax": 66, "test_finetune_run": 62,
+    "test_study_electric_device": 62, "test_bench_modules": 60, "test_electric": 59, "test_checkpoints_parity": 59,
+    "test_damaged_data": 58, "test_build_real": 58, "test_xla_fusion": 56, "test_checkpoints_hf_tokenizer": 56,
+    "test_tokenization_python": 54, "test_optimization": 52, "test_pretrainer": 50, "test_jax_finetune": 47,
+    "test_jax_finetune_buckets": 41, "test_onnx_clients": 41, "test_tf_trainer_speed_equivalence": 40,
+    "test_tokenization": 40, "test_encoder_learns_context": 40, "test_vocab": 35, "test_bench_gpu_speed": 33,
+    "test_bench_dense_grad": 32, "test_quiet": 32, "test_jax_product": 31, "test_backend_neutral": 31,
+    "test_flash_attention": 29, "test_scan_layers": 28, "test_inspect_model": 26, "test_attention_dtype": 26,
+    "test_onnx_export": 25, "test_saved_model_ids": 25, "test_checkpoints_variants": 24, "test_finetune_chunk": 24,
+    "test_checkpoints_saved_model": 24, "test_collapse_run": 22, "test_finetune_squad": 21, "test_onnx_predict": 20,
+    "test_checkpoints_cli": 18, "test_jax_rng": 17,
+}
+
+
+def pytest_configure(config):
+    if hasattr(config.option, "loadscopereorder"):  # pytest-xdist's reordering by test count: keep the order below
+        config.option.loadscopereorder = False
+
+
+def pytest_collection_modifyitems(config, items):
+    """The slowest files first (FILE_SECONDS), each file's tests in their own order; the rest as collected."""
+    items.sort(key=lambda item: -FILE_SECONDS.get(pathlib.Path(str(item.fspath)).stem, 0))
