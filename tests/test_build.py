@@ -84,10 +84,28 @@ def test_same_seed_same_bytes_other_seed_other_bytes(tmp_path, corpus_dir, vocab
     assert (first / "metadata.json").read_bytes() == (second / "metadata.json").read_bytes()
 
 
-def test_two_processes_are_deterministic_and_lose_nothing(tmp_path, corpus_dir, vocab_file, four_shard_build):
-    _, single_meta = four_shard_build
-    first, meta = build(tmp_path, corpus_dir, vocab_file, "--num-processes", "2", "--num-shards", "4", name="p1")
-    second, _ = build(tmp_path, corpus_dir, vocab_file, "--num-processes", "2", "--num-shards", "4", name="p2")
+@pytest.fixture(scope="module")
+def one_file_builds(tmp_path_factory, corpus_dir, vocab_file):
+    """The corpus as one file, which the builder cuts into 5 parts (data.build.PART_BYTES): the metadata of a
+    single-process build, and (output, metadata) of two identical builds by 2 processes, 4 shards each. Each
+    process of a build starts TensorFlow for its tokenizer (~5 s of CPU): the two tests below share these builds."""
+    import data.build
+
+    root = tmp_path_factory.mktemp("one_file")
+    corpus = root / "corpus"
+    corpus.mkdir()
+    one_file = corpus / "all.txt"
+    one_file.write_text("\n\n".join(p.read_text().strip() for p in sorted(corpus_dir.glob("*.txt"))) + "\n")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(data.build, "PART_BYTES", one_file.stat().st_size // 5)
+        _, single = build(root, corpus, vocab_file, "--num-shards", "4", name="single")
+        doubles = [build(root, corpus, vocab_file, "--num-processes", "2", "--num-shards", "4", name=name)
+                   for name in ("p1", "p2")]
+    return single, doubles
+
+
+def test_two_processes_are_deterministic_and_lose_nothing(one_file_builds):
+    single_meta, ((first, meta), (second, _)) = one_file_builds
     assert shard_bytes(first) == shard_bytes(second)
     assert meta["counts"]["documents"] == single_meta["counts"]["documents"]
     assert meta["counts"]["lines"] == single_meta["counts"]["lines"]
@@ -230,16 +248,8 @@ def test_a_failing_worker_process_stops_the_build_cleanly(tmp_path, vocab_file, 
     assert not list(output.glob(tfrecords.SHARD_PREFIX + "*"))
 
 
-def test_one_large_file_is_shared_by_two_processes(tmp_path, corpus_dir, vocab_file, monkeypatch):
-    import data.build
-
-    corpus = tmp_path / "corpus"
-    corpus.mkdir()
-    one_file = corpus / "all.txt"
-    one_file.write_text("\n\n".join(p.read_text().strip() for p in sorted(corpus_dir.glob("*.txt"))) + "\n")
-    monkeypatch.setattr(data.build, "PART_BYTES", one_file.stat().st_size // 5)
-    _, single = build(tmp_path, corpus, vocab_file, "--num-shards", "4", name="single")
-    output, double = build(tmp_path, corpus, vocab_file, "--num-processes", "2", "--num-shards", "4", name="double")
+def test_one_large_file_is_shared_by_two_processes(one_file_builds):
+    single, ((_, double), _) = one_file_builds
     assert double["counts"]["documents"] == single["counts"]["documents"]
     assert double["counts"]["lines"] == single["counts"]["lines"]
     assert all(shard["examples"] > 0 for shard in double["shards"]), "both processes had work"
