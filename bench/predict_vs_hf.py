@@ -3,7 +3,8 @@ side in one run.
 
     ELECTRA_SHARED_DATA=../shared/data python -m bench.predict_vs_hf [--work-dir runs/bench_predict]
         [--hf-batch-sizes 1,8,32,64,128] [--batch-size 64] [--train-steps 30] [--repeats 3] [--threads 2]
-        [--skip predict] [--train-settings bucketed,random,random-inline,hf,hf-grouped] [--onnx-int8]
+        [--skip predict] [--train-settings bucketed,random,hf,hf-grouped,random-bf16,hf-bf16,jax-random,...]
+        [--onnx-int8]
         [--onnx-compare FOLDER]
 
 Prepared once in --work-dir (reused by later runs): a randomly initialised electra_small model folder with
@@ -32,6 +33,13 @@ ours on [CLS], about 0.1% of the model's multiply-adds at these lengths).
    "random-inline" is ours with TFTrainer's compiled_update off (the optimizer update run inline in the
    step, as before it was compiled), so the step before and after can be compared in one run;
    "random-no-onednn" is ours without oneDNN turned on (TensorFlow's default kernels where it leaves it off).
+   bfloat16: "random-bf16" is ours with the encoder and head under mixed_bfloat16 (bfloat16 compute, float32
+   weights, optimizer and loss), "hf-bf16" the Trainer with bf16=True (its forward under torch.autocast).
+   Under KERAS_BACKEND=jax on the CPU ("jax-random", "jax-bucketed", "jax-random-bf16"): JaxTrainer's single
+   updates, as run_finetuning.py runs them there; its jit compiles one program per padded length, so the
+   lengths are rounded up to a multiple of 16 (more padding than the others: the mean length is printed) and
+   each length the timed updates use is compiled by an untimed update first (its seconds printed). XLA's
+   CPU pool is held to --threads cores by the worker's CPU affinity.
    Ours turns oneDNN on where TensorFlow leaves it off (AVX2-only CPUs), as run_finetuning.py does
    (training.cpu_features.turn_on_onednn; TF_ENABLE_ONEDNN_OPTS=0 in the environment keeps it off).
 
@@ -220,51 +228,72 @@ def worker_hf_predict(args):
 
 
 def worker_ours_train(args):
-    """Updates/s of the fine-tuning step run_finetuning.py runs, on SST-2 training batches."""
+    """Updates/s of the fine-tuning step run_finetuning.py runs, on SST-2 training batches: TensorFlow's
+    (TFTrainer) or, with backend "jax", JAX's on the CPU (JaxTrainer, one update per dispatch: its jit compiles
+    one program per padded length, so pad_to_multiple rounds the lengths up and every length the timed batches
+    have is compiled by an untimed update first; those seconds are reported as compile_seconds)."""
     import dataclasses
 
-    from training.cpu_features import turn_on_onednn
+    jax_backend = getattr(args, "backend", "tensorflow") == "jax"
+    if jax_backend:  # XLA's CPU pool takes as many threads as the process may use cores
+        os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[:args.threads])
+    elif getattr(args, "onednn", True):
+        from training.cpu_features import turn_on_onednn
 
-    if getattr(args, "onednn", True):
         turn_on_onednn(quiet=True)  # as run_finetuning.py does, before TensorFlow is imported
     else:
         os.environ["TF_ENABLE_ONEDNN_OPTS"] = "0"  # TensorFlow's own choice of kernels on this CPU
     import keras
     import numpy as np
 
-    configure_tensorflow(args.threads)
+    if not jax_backend:
+        configure_tensorflow(args.threads)
     from configs.finetuning_config import FinetuningConfig
     from finetune.loop import build_optimizer, task_batches
     from finetune.model import FinetuningModel, make_head
     from finetune.pretrained import build_encoder, read_model_folder
     from finetune.registry import get_task
-    from finetune.tf_trainer import TFTrainer
 
     pretrained = read_model_folder(pathlib.Path(args.folder))
     task = get_task("sst")
-    config = FinetuningConfig.create({"length_bucketing": True, "bucket_pool_batches": args.pool_batches},
+    config = FinetuningConfig.create({"length_bucketing": True, "bucket_pool_batches": args.pool_batches,
+                                      "pad_to_multiple": getattr(args, "pad_to_multiple", 0)},
                                      pretrained.recipe_size, ["sst"])
     config = dataclasses.replace(config, train_batch_size=32)
     features = task.featurize(task.read(pathlib.Path(args.shared) / "glue", "train"), pretrained.tokenizer(), config,
                               training=True)
     keras.utils.set_random_seed(args.seed)
-    encoder = build_encoder(pretrained.model_config)
-    model = FinetuningModel(encoder, {"sst": make_head(task, encoder.hidden_size, config)})
-    trainer = TFTrainer(model, [task], build_optimizer(config, 10000, encoder.num_layers), config,
-                        compiled_update=getattr(args, "compiled_update", True))
+    encoder = build_encoder(pretrained.model_config, dtype=getattr(args, "dtype", "float32"))
+    model = FinetuningModel(encoder, {"sst": make_head(task, encoder.hidden_size, config, encoder.dtype_policy)})
+    optimizer = build_optimizer(config, 10000, encoder.num_layers)
+    if jax_backend:
+        from training_jax.finetune import JaxTrainer
+
+        trainer = JaxTrainer(model, [task], optimizer, config)
+    else:
+        from finetune.tf_trainer import TFTrainer
+
+        trainer = TFTrainer(model, [task], optimizer, config, compiled_update=getattr(args, "compiled_update", True))
     batches = []
     rng = np.random.default_rng(args.seed)
     while len(batches) < args.warmup_steps + args.steps:
         batches += list(task_batches(task, features, config, rng, training=True))
-    batches = batches[:args.warmup_steps + args.steps]
-    for batch in batches[:args.warmup_steps]:
-        trainer.step(task, batch).numpy()
+    warmup, timed = batches[:args.warmup_steps], batches[args.warmup_steps:args.warmup_steps + args.steps]
+    if jax_backend:  # one untimed update at each length the timed ones have, after the warm-up's
+        lengths = {batch["input_ids"].shape[1]: batch for batch in reversed(timed)}
+        warmup = warmup + [batch for length, batch in sorted(lengths.items())
+                           if length not in {b["input_ids"].shape[1] for b in warmup}]
     start = time.perf_counter()
-    for batch in batches[args.warmup_steps:]:
-        trainer.step(task, batch).numpy()
+    for batch in warmup:
+        float(trainer.step(task, batch))
+    compile_seconds = time.perf_counter() - start
+    start = time.perf_counter()
+    for batch in timed:
+        float(trainer.step(task, batch))
     seconds = time.perf_counter() - start
-    return {"steps": args.steps, "seconds": seconds,
-            "mean_length": float(np.mean([b["input_ids"].shape[1] for b in batches[args.warmup_steps:]]))}
+    return {"steps": len(timed), "seconds": seconds, "compile_seconds": compile_seconds,
+            "lengths_compiled": len({b["input_ids"].shape[1] for b in warmup}),
+            "mean_length": float(np.mean([b["input_ids"].shape[1] for b in timed]))}
 
 
 def worker_hf_train(args):
@@ -304,7 +333,8 @@ def worker_hf_train(args):
         output_dir=str(pathlib.Path(args.work) / "hf_trainer"), per_device_train_batch_size=32,
         max_steps=args.warmup_steps + args.steps, learning_rate=3e-4, use_cpu=True, report_to=[],
         save_strategy="no", logging_strategy="no", disable_tqdm=True, dataloader_num_workers=0, seed=args.seed,
-        train_sampling_strategy="group_by_length" if args.group_by_length else "random")
+        train_sampling_strategy="group_by_length" if args.group_by_length else "random",
+        bf16=getattr(args, "bf16", False))  # bf16: the forward under torch.autocast(bfloat16), as --bf16 does
     Trainer(model=model, args=training, train_dataset=dataset, data_collator=collate, callbacks=[Clock()]).train()
     timed = times[args.warmup_steps - 1:]  # from the end of the last warm-up update
     return {"steps": len(timed) - 1, "seconds": timed[-1] - timed[0],
@@ -321,7 +351,8 @@ def spawn(name, args, **extra):
               "finetuned": args.finetuned, "hf": args.hf, "onnx": args.onnx, "steps": args.train_steps,
               "warmup_steps": args.warmup_steps, **extra}
     command = [sys.executable, "-m", "bench.predict_vs_hf", "--worker", name, "--worker-args", json.dumps(values)]
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", KERAS_BACKEND="tensorflow", OMP_NUM_THREADS=str(args.threads),
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", KERAS_BACKEND=extra.get("backend", "tensorflow"),
+               OMP_NUM_THREADS=str(args.threads),
                PYTHONPATH=str(REPO))
     return run_worker(command, env, f"{name} {extra}")
 
@@ -456,6 +487,17 @@ TRAIN_SETTINGS = {
     "random": ("ours, random batches padded to their longest", "ours-train", {"pool_batches": 1}),
     "random-inline": ("ours, random batches, the optimizer update inline (compiled_update off: the step before)",
                       "ours-train", {"pool_batches": 1, "compiled_update": False}),
+    "jax-random": ("ours under KERAS_BACKEND=jax, random batches padded to their longest rounded up to a multiple "
+                   "of 16", "ours-train", {"pool_batches": 1, "backend": "jax", "pad_to_multiple": 16}),
+    "jax-bucketed": ("ours under KERAS_BACKEND=jax, bucketed (pools of 50), lengths rounded up to a multiple of 16",
+                     "ours-train", {"pool_batches": 50, "backend": "jax", "pad_to_multiple": 16}),
+    "random-bf16": ("ours, random batches, mixed_bfloat16 (bfloat16 compute, float32 weights)", "ours-train",
+                    {"pool_batches": 1, "dtype": "mixed_bfloat16"}),
+    "jax-random-bf16": ("ours under KERAS_BACKEND=jax, random batches (lengths to a multiple of 16), mixed_bfloat16",
+                        "ours-train", {"pool_batches": 1, "backend": "jax", "pad_to_multiple": 16,
+                                       "dtype": "mixed_bfloat16"}),
+    "hf-bf16": ("Hugging Face Trainer, DataCollatorWithPadding, bf16=True", "hf-train",
+                {"group_by_length": False, "bf16": True}),
     "random-no-onednn": ("ours, random batches, oneDNN not turned on (TF_ENABLE_ONEDNN_OPTS=0)", "ours-train",
                          {"pool_batches": 1, "onednn": False}),
     "hf": ("Hugging Face Trainer, DataCollatorWithPadding", "hf-train", {"group_by_length": False}),
@@ -467,6 +509,14 @@ TRAIN_RATIOS = (("bucketed", "hf", "ours bucketed / Hugging Face dynamic padding
                 ("random", "hf", "ours random batches / Hugging Face dynamic padding (the same padding)"),
                 ("random-inline", "hf", "ours random batches, update inline / Hugging Face dynamic padding"),
                 ("random", "random-inline", "ours random batches: compiled update / update inline"),
+                ("jax-random", "hf", "ours under JAX, random batches (lengths to a multiple of 16) / Hugging Face "
+                                     "dynamic padding"),
+                ("jax-random", "random", "ours random batches: JAX / TensorFlow"),
+                ("jax-bucketed", "hf-grouped", "ours under JAX bucketed / Hugging Face group_by_length"),
+                ("random-bf16", "hf-bf16", "ours random batches, bf16 / Hugging Face dynamic padding, bf16"),
+                ("random-bf16", "random", "ours random batches: bf16 / float32"),
+                ("hf-bf16", "hf", "Hugging Face: bf16 / float32"),
+                ("jax-random-bf16", "hf-bf16", "ours under JAX, bf16 / Hugging Face bf16"),
                 ("random-no-onednn", "hf", "ours random batches, oneDNN off / Hugging Face dynamic padding"),
                 ("random", "random-no-onednn", "ours random batches: oneDNN on / off"),
                 ("bucketed", "hf-grouped", "ours bucketed / Hugging Face group_by_length (both length-grouped)"))
@@ -477,20 +527,24 @@ def updates(args):
     unknown = sorted(set(keys) - set(TRAIN_SETTINGS))
     if unknown:
         sys.exit(f"--train-settings: unknown {', '.join(unknown)}; choose from {', '.join(TRAIN_SETTINGS)}")
-    rates, lengths = {key: [] for key in keys}, {key: [] for key in keys}
+    rates, lengths, compiles = {key: [] for key in keys}, {key: [] for key in keys}, {key: [] for key in keys}
     for repeat in range(args.repeats):
         for key in keys:
             _, worker, extra = TRAIN_SETTINGS[key]
             result = spawn(worker, args, seed=repeat, **extra)
             rates[key].append(result["steps"] / result["seconds"])
             lengths[key].append(result["mean_length"])
+            if extra.get("backend") == "jax":
+                compiles[key].append((result["lengths_compiled"], result["compile_seconds"]))
         print(f"  fine-tuning, repeat {repeat + 1}: " + "; ".join(f"{key} {rates[key][-1]:.2f}" for key in keys),
               flush=True)
     medians = {key: statistics.median(values) for key, values in rates.items()}
     print(f"\nFine-tuning on SST-2's training set, batch 32 (updates/s, median of {args.repeats}; mean padded length):")
     for key in keys:
         print(f"  {TRAIN_SETTINGS[key][0]}: {medians[key]:.2f} ({', '.join(f'{r:.2f}' for r in rates[key])}); "
-              f"length {statistics.mean(lengths[key]):.1f}")
+              f"length {statistics.mean(lengths[key]):.1f}"
+              + (f"; before the timed updates, {max(n for n, _ in compiles[key])} lengths compiled in "
+                 f"{statistics.median(s for _, s in compiles[key]):.1f} s (median, untimed)" if compiles[key] else ""))
     for numerator, denominator, label in TRAIN_RATIOS:
         if numerator in medians and denominator in medians:
             print(f"  {label}: {medians[numerator] / medians[denominator]:.2f}x")

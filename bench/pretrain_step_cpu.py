@@ -4,7 +4,8 @@
         [--variants tf-fp32-xla,tf-fp32,tf-bf16-xla,tf-bf16,hf-fp32] [--threads 2]
         [--model-size electra_small] [--model-hparams JSON]
     (also tf-fp32-fuse, tf-bf16-fuse: the config option xla_fuse_elementwise, training/xla_fusion.py;
-    tf-fp32-3qkv, tf-bf16-3qkv: Q/K/V by three matmuls, as before model/attention.py's one-matmul projection)
+    tf-fp32-3qkv, tf-bf16-3qkv: Q/K/V by three matmuls, as before model/attention.py's one-matmul projection;
+    hf-bf16: Hugging Face's step with its forward passes under torch.autocast(bfloat16), the anchor of the bf16 rows)
 
 One run measures, each in its own subprocess (so TensorFlow's and PyTorch's thread pools never
 compete), one after the other:
@@ -25,7 +26,7 @@ compete), one after the other:
 Throughput is timed over --steps steps after --warmup steps (the first one includes compilation).
 FLOPs are analytic (bench/flops.py: matmuls as 2·m·n·k, backward = 2× forward); the table gives
 sequences/s, tokens/s, TFLOP/s achieved (analytic FLOPs × sequences/s), the fraction of the measured
-peak of the variant's precision and of the float32 peak, and the ratio to the Hugging Face baseline.
+peak of the variant's precision and of the float32 peak, and the ratios to the Hugging Face steps (fp32, bf16).
 --model-size / --model-hparams change our model (the tf- variants only: the Hugging Face step is
 electra_small's), e.g. a micro model for a smoke run (tests/test_bench_modules.py).
 """
@@ -41,7 +42,7 @@ from bench.worker_process import print_result, run_worker
 
 
 VARIANTS = ("tf-fp32-xla", "tf-fp32", "tf-fp32-fuse", "tf-bf16-xla", "tf-bf16", "tf-bf16-fuse", "hf-fp32",
-            "tf-fp32-3qkv", "tf-bf16-3qkv")
+            "hf-bf16", "tf-fp32-3qkv", "tf-bf16-3qkv")
 DEFAULT_VARIANTS = "tf-fp32-xla,tf-fp32,tf-bf16-xla,tf-bf16,hf-fp32"
 PEAK_N = 4096
 PEAK_REPS = 5
@@ -314,7 +315,7 @@ def hf_pretraining_step(discriminator, generator, batch, num_predictions, device
     return run_step
 
 
-def worker_hf(args):
+def worker_hf(args, precision="fp32"):
     import torch
     import transformers
 
@@ -324,7 +325,8 @@ def worker_hf(args):
     config = PretrainingConfig.create({"model_size": "electra_small", "max_seq_length": args.seq_length})
     discriminator, generator = hf_electra_pair(config.model_config(), config.generator_model_config())
     step = hf_pretraining_step(discriminator, generator, synthetic_batch(args.batch_size, args.seq_length),
-                               config.max_predictions_per_seq)
+                               config.max_predictions_per_seq,
+                               autocast_dtype=torch.bfloat16 if precision == "bf16" else None)
     losses = []
 
     def run_step():
@@ -353,8 +355,8 @@ def run_in_worker(args):
             if name.endswith("-3qkv"):  # Q/K/V by three matmuls, as before the one-matmul projection
                 stack.enter_context(three_qkv_matmuls())
             result = worker_tf(args, "bf16" if "bf16" in name else "fp32", name.endswith("-xla"))
-    elif name == "hf-fp32":
-        result = worker_hf(args)
+    elif name in ("hf-fp32", "hf-bf16"):
+        result = worker_hf(args, name[3:])  # hf-bf16: the forward passes under torch.autocast(bfloat16)
     else:
         raise SystemExit(f"unknown worker {name}")
     print_result(result)
@@ -416,8 +418,8 @@ def main(argv=None):
     unknown = sorted(set(variants) - set(VARIANTS))
     if unknown:
         parser.error(f"unknown variants {unknown}")
-    if "hf-fp32" in variants and (args.model_size != "electra_small" or json.loads(args.model_hparams)):
-        parser.error("hf-fp32 is electra_small's step: it cannot be compared at another --model-size or "
+    if {"hf-fp32", "hf-bf16"} & set(variants) and (args.model_size != "electra_small" or json.loads(args.model_hparams)):
+        parser.error("hf-fp32 and hf-bf16 are electra_small's step: it cannot be compared at another --model-size or "
                      "--model-hparams")
     print("command: " + " ".join(shlex.quote(a) for a in [sys.executable, "-m", "bench.pretrain_step_cpu", *sys.argv[1:]]))
     from training.cpu_features import read_cpu_features
@@ -459,20 +461,18 @@ def main(argv=None):
     for name in variants:
         results[name] = spawn(name, args)
 
-    hf = results.get("hf-fp32")
-    hf_rate = None
-    if hf:
-        hf_rate = args.batch_size / (sum(hf["step_times_s"]) / len(hf["step_times_s"]))
+    hf_rates = {precision: args.batch_size / (sum(hf["step_times_s"]) / len(hf["step_times_s"]))
+                for precision in ("fp32", "bf16") if (hf := results.get(f"hf-{precision}"))}
     print()
     print(f"load average at end {' '.join(loadavg())}")
     header = (f"| variant | s/step (mean of {args.steps}) | CPU s/step | first step s | sequences/s | "
-              f"tokens/s | TFLOP/s | % of fp32 peak | % of own-precision peak | × HF |")
+              f"tokens/s | TFLOP/s | % of fp32 peak | % of own-precision peak | × HF fp32 | × HF bf16 |")
     print(header)
-    print("|" + "---|" * 10)
+    print("|" + "---|" * 11)
     for name in variants:
         result = results[name]
         if not result:
-            print(f"| {name} | failed | | | | | | | | |")
+            print(f"| {name} | failed | | | | | | | | | |")
             continue
         mean = sum(result["step_times_s"]) / len(result["step_times_s"])
         rate = args.batch_size / mean
@@ -480,10 +480,10 @@ def main(argv=None):
         own_peak = peaks["bf16"] if "bf16" in name else peaks["fp32"]
         fp32_share = f"{achieved / peaks['fp32']:.1%}" if peaks["fp32"] else "n/a"
         own_share = f"{achieved / own_peak:.1%}" if own_peak else "n/a"
-        ratio = f"{rate / hf_rate:.2f}" if hf_rate else "n/a"
+        ratios = " | ".join(f"{rate / hf_rates[p]:.2f}" if p in hf_rates else "n/a" for p in ("fp32", "bf16"))
         cpu = sum(result["step_cpu_s"]) / len(result["step_cpu_s"])
         print(f"| {name} | {mean:.2f} | {cpu:.1f} | {result['first_step_s']:.1f} | {rate:.1f} | "
-              f"{rate * args.seq_length:,.0f} | {achieved / 1e12:.3f} | {fp32_share} | {own_share} | {ratio} |")
+              f"{rate * args.seq_length:,.0f} | {achieved / 1e12:.3f} | {fp32_share} | {own_share} | {ratios} |")
     print(f"(FLOPs per sequence {flops_per_sequence:.3e}, analytic, see bench/flops.py; tokens/s counts "
           f"padded positions; CPU s/step = CPU time of the benchmark process, all threads: about "
           f"{args.threads} x s/step when nothing else competed for the cores)")

@@ -130,7 +130,7 @@ def test_pretrain_step_cpu(monkeypatch, capsys):
     printed = capsys.readouterr().out
     row = table_row(printed, "tf-fp32")
     assert_finite_positive(numbers(row["first step s"] + " " + row["sequences/s"] + " " + row["tokens/s"]))
-    assert row["× HF"] == "n/a" and "[tf-fp32] done" in printed
+    assert row["× HF fp32"] == row["× HF bf16"] == "n/a" and "[tf-fp32] done" in printed
 
 
 def test_checkpoint_write_cpu(tmp_path, capsys):
@@ -218,12 +218,14 @@ def test_predict_vs_hf(predict_work_dir, shared_stand_in, monkeypatch, capsys):
     try:
         table = predict_vs_hf.main(["--work-dir", str(predict_work_dir), "--hf-batch-sizes", "8", "--repeats", "1",
                                     "--threads", "1", "--train-steps", "1", "--warmup-steps", "1",
-                                    "--train-settings", "random,hf"])
+                                    "--train-settings", "random,hf,random-bf16,hf-bf16"])
     finally:
         torch.set_num_threads(threads)
     printed = capsys.readouterr().out
     for label in ("ours, python -m inference.predict", "ONNX Runtime, the same command", "Hugging Face pipeline, "
-                  "batch_size 8", "ours, random batches padded to their longest", "Hugging Face Trainer"):
+                  "batch_size 8", "ours, random batches padded to their longest", "Hugging Face Trainer",
+                  "ours, random batches, mixed_bfloat16", "Hugging Face Trainer, DataCollatorWithPadding, bf16=True",
+                  "ours random batches, bf16 / Hugging Face dynamic padding, bf16"):
         line = next((line for line in printed.splitlines() if line.strip().startswith(label)), None)
         assert line, (label, printed[-3000:])
         assert_finite_positive(numbers(line.split(":", 1)[1].split("(")[0]))
