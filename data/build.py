@@ -62,6 +62,7 @@ class BuildSettings:
     num_shards: int = 0  # 0: chosen from the corpus size
     seed: int = 12345
     strict: bool = False
+    compression: str = "none"  # tfrecords.COMPRESSIONS: the shards' own compression
 
 
 @dataclasses.dataclass
@@ -112,7 +113,8 @@ def build_part(settings: BuildSettings, process_index: int, parts: Sequence[corp
     builder = ExampleBuilder(settings.max_seq_length, special.cls, special.sep, special.pad, rng)
     serializer = tfrecords.ExampleSerializer(tokenizer.vocab_size, settings.max_seq_length)
     owned = list(range(process_index, settings.num_shards, settings.num_processes))
-    writer = tfrecords.ShardWriter(pathlib.Path(settings.output_dir), owned, settings.num_shards)
+    writer = tfrecords.ShardWriter(pathlib.Path(settings.output_dir), owned, settings.num_shards,
+                                   settings.compression)
     result = PartResult(shards=[], read=corpus_lib.ReadStats())
     offset = process_index * COUNTERS_PER_PROCESS
 
@@ -277,6 +279,7 @@ def _finish(settings: BuildSettings, output_dir: pathlib.Path, results: List[Par
                          "--corpus-format")
     metadata = {
         "format_version": tfrecords.FORMAT_VERSION,
+        **({"compression": settings.compression} if settings.compression != "none" else {}),
         "features": {name: ["int64", settings.max_seq_length] for name in tfrecords.FEATURE_NAMES},
         "max_seq_length": settings.max_seq_length,
         "seed": settings.seed,

@@ -13,9 +13,14 @@ for a given seed: its two shuffles (ShuffleDataset's buffer, drawn from Philox-4
 seeds it) and its interleave (a cycle of min(files, 8), a record from each in turn) are reproduced, so the
 same (seed, global seed) gives tf.data's batches element for element (tests/test_record_reader.py compares).
 Without a seed tf.data shuffles from the OS's entropy, and so does this reader.
+
+Compressed shards (metadata.json's "compression": "gzip", build_pretraining_dataset.py --compression gzip) are
+decompressed whole with Python's gzip (its CRC-32 and length checked), then read as above.
 """
+import gzip
 import itertools
 import os
+import zlib
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -131,17 +136,28 @@ def _check_checksums(buffer, offsets, lengths, path):
         raise _refuse(path, bad_data + HEADER_BYTES, "corrupted record (its data fails its CRC-32C)")
 
 
-def read_file(path) -> np.ndarray:
+def read_file(path, compression: str = "none") -> np.ndarray:
+    """The file's bytes; a GZIP-compressed shard (tfrecords.COMPRESSIONS) decompressed, its stream checked (gzip's
+    own CRC-32 and length, then every record's checksums as for an uncompressed one)."""
     try:
-        return np.fromfile(path, np.uint8)
+        if compression == "none":
+            return np.fromfile(path, np.uint8)
+        with open(path, "rb") as file:
+            data = file.read()
     except OSError as error:
         raise InputError(f"{path}: cannot be read ({error.strerror}); {REBUILD}") from None
+    if compression != "gzip":
+        raise InputError(f"{path}: compression {compression!r} is not one this code reads; {REBUILD}")
+    try:
+        return np.frombuffer(gzip.decompress(data), np.uint8)
+    except (OSError, EOFError, zlib.error) as error:  # gzip.BadGzipFile is an OSError
+        raise InputError(f"{path}: damaged GZIP stream ({error}); {REBUILD}") from None
 
 
-def read_records(path) -> List[bytes]:
+def read_records(path, compression: str = "none") -> List[bytes]:
     """Every record of a TFRecord file as bytes, checked: for tools and tests; examples go through
     read_file_examples, which never makes a bytes object per record."""
-    buffer = read_file(path)
+    buffer = read_file(path, compression)
     offsets, lengths = record_spans(buffer, path)
     return [buffer[o + HEADER_BYTES:o + HEADER_BYTES + n].tobytes() for o, n in zip(offsets.tolist(), lengths.tolist())]
 
@@ -350,9 +366,9 @@ def parse_examples(buffer, offsets, lengths, max_seq_length: int, path) -> Dict[
     return examples
 
 
-def read_file_examples(path, max_seq_length: int) -> Dict[str, np.ndarray]:
+def read_file_examples(path, max_seq_length: int, compression: str = "none") -> Dict[str, np.ndarray]:
     """One shard's examples in file order, every checksum checked."""
-    buffer = read_file(path)
+    buffer = read_file(path, compression)
     offsets, lengths = record_spans(buffer, path)
     return parse_examples(buffer, offsets, lengths, max_seq_length, path)
 
@@ -377,10 +393,11 @@ def files_with_examples(dataset_dir, metadata: Dict, files: Optional[Sequence[st
 def _read_shards(metadata, files, limit=None) -> List[Dict[str, np.ndarray]]:
     """Each file's examples, in order, stopping once `limit` examples are read."""
     parts, count = [], 0
+    compression = tfrecords.dataset_compression(metadata)
     for file in files:
         if limit is not None and count >= limit:
             break
-        parts.append(read_file_examples(file, metadata["max_seq_length"]))
+        parts.append(read_file_examples(file, metadata["max_seq_length"], compression))
         count += len(parts[-1]["input_ids"])
     return parts
 
