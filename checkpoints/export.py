@@ -1,6 +1,7 @@
 """Exports a model folder for other tools.
 
     python -m checkpoints.export --model-dir electra_data/models/electra_small --format hf --output out/hf
+    python -m checkpoints.export --model-dir electra_data/models/electra_small --format hf --dtype float16 --output hf16
     python -m checkpoints.export --model-dir electra_data/models/electra_base --format bert --output out/bert
     python -m checkpoints.export --model-dir electra_data/models/electra_small --format tf1 --output out/tf1
     python -m checkpoints.export --model-dir electra_data/models/electra_small --format keras_hub --output out/kh
@@ -14,7 +15,8 @@ Formats:
   bert         a google-research/bert checkpoint (bert/… names, bert_config.json, vocab.txt); only for
                models whose embedding size equals the hidden size (Base, Large)
   hf           <output>/discriminator (ElectraForPreTraining, ElectraModel) and <output>/generator
-               (ElectraForMaskedLM): config.json, model.safetensors, vocab and tokenizer files; an
+               (ElectraForMaskedLM): config.json, model.safetensors (float32, or --dtype float16), vocab and
+               tokenizer files (under KERAS_BACKEND=jax it needs no TensorFlow); an
                Electric model exports its discriminator only (no Hugging Face class holds the two towers)
   keras_hub    a keras-hub preset of the encoder (config.json, model.weights.h5, tokenizer.json,
                assets/tokenizer/vocabulary.txt, metadata.json) for keras_hub.models.ElectraBackbone and
@@ -42,7 +44,7 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
 import pathlib
 
-from common.errors import exit_on_input_error
+from common.errors import InputError, exit_on_input_error
 
 FORMATS = ("tf1", "bert", "hf", "keras_hub", "saved_model", "saved_model_ids", "onnx")
 
@@ -54,6 +56,9 @@ def parse_args(argv=None):
                              "saved_model_ids and onnx a fine-tuned model folder")
     parser.add_argument("--format", required=True, choices=FORMATS)
     parser.add_argument("--output", required=True, type=pathlib.Path, help="the folder to write")
+    parser.add_argument("--dtype", choices=("float32", "float16"), default="float32",
+                        help="--format hf: the weights' type; float16 halves the files (to share, or to copy from a "
+                             "machine with a size limit), read back by transformers and checkpoints.import_weights")
     parser.add_argument("--overwrite", action="store_true",
                         help="replace what this export writes in an existing non-empty --output folder")
     return parser.parse_args(argv)
@@ -65,6 +70,8 @@ def main(argv=None):
     from common.atomic import check_output_dir
 
     check_output_dir(args.output, args.overwrite)
+    if args.dtype != "float32" and args.format != "hf":
+        raise InputError(f"--dtype {args.dtype} is for --format hf; --format {args.format} writes float32")
     if args.format == "saved_model":
         from checkpoints.saved_model import export_finetuned
 
@@ -74,7 +81,9 @@ def main(argv=None):
         return info
     if args.format in ("saved_model_ids", "onnx"):
         return export_token_ids(args)
-    from checkpoints import bert, hf, keras_hub_preset, tf1
+    import importlib
+
+    from checkpoints import keras_hub_preset
     from pretrain.loaded_folder import load_model_folder
 
     if args.format == "keras_hub":
@@ -88,8 +97,9 @@ def main(argv=None):
         for note in notes:
             print(f"Note: {note}.")
         return notes
-    written = {"tf1": tf1.export_tf1, "bert": bert.export_bert, "hf": hf.export_hf}[args.format](
-        model, args.output, args.overwrite)
+    module = importlib.import_module(f"checkpoints.{args.format}")  # only its own: hf needs no TensorFlow
+    options = {"dtype": args.dtype} if args.format == "hf" else {}
+    written = getattr(module, f"export_{args.format}")(model, args.output, args.overwrite, **options)
     detail = (f"models {', '.join(written)}" if args.format == "hf" else f"{written} tensors")
     print(f"Wrote the {args.format} export of {args.model_dir} to {args.output} ({detail}).")
     if args.format == "hf" and model.config.two_tower_generator:

@@ -30,7 +30,7 @@ TIED_LM_HEAD = "generator_lm_head.weight"
 # ------------------------------------------------------------------------------------------------ writing
 
 
-def hf_config(encoder, architecture, pad_token_id):
+def hf_config(encoder, architecture, pad_token_id, dtype="float32"):
     """ElectraConfig fields of one of our BertEncoders (exact gelu, absolute positions)."""
     return {
         "architectures": [architecture], "model_type": "electra", "vocab_size": encoder.vocab_size,
@@ -41,7 +41,7 @@ def hf_config(encoder, architecture, pad_token_id):
         "max_position_embeddings": encoder.max_position_embeddings, "type_vocab_size": encoder.type_vocab_size,
         "initializer_range": encoder.initializer_range, "layer_norm_eps": encoder.layer_norm_epsilon,
         "pad_token_id": pad_token_id, "position_embedding_type": "absolute", "tie_word_embeddings": True,
-        "torch_dtype": "float32",
+        "torch_dtype": dtype,
     }
 
 
@@ -71,27 +71,29 @@ def write_tokenizer_files(folder, vocab_file, do_lower_case, max_length):
 
 
 def write_hf_folder(folder, tensors, config, vocab_file, do_lower_case):
-    """One Hugging Face model folder from {hf key: array} and its config dict."""
+    """One Hugging Face model folder from {hf key: array} and its config dict (its torch_dtype: the tensors')."""
     from safetensors.numpy import save_file
 
     folder = pathlib.Path(folder)
     folder.mkdir(parents=True)
-    save_file({key: np.ascontiguousarray(value, dtype=np.float32) for key, value in tensors.items()},
+    dtype = np.dtype(config["torch_dtype"])
+    save_file({key: np.ascontiguousarray(value, dtype=dtype) for key, value in tensors.items()},
               str(folder / WEIGHTS), metadata={"format": "pt"})
     _write_json(folder / CONFIG, config)
     write_tokenizer_files(folder, vocab_file, do_lower_case, config["max_position_embeddings"])
 
 
-def export_hf(model, output, overwrite=False):
+def export_hf(model, output, overwrite=False, dtype="float32"):
     """<output>/discriminator (ElectraForPreTraining) and <output>/generator (ElectraForMaskedLM) of a loaded
-    model folder (pretrain.loaded_folder.ModelFolder); returns the towers written."""
+    model folder (pretrain.loaded_folder.ModelFolder); returns the towers written. `dtype` "float16": the weights
+    rounded to half precision (half the bytes, to share or copy; transformers and our import read them back)."""
     pretrainer = model.pretrainer
     encoders = {"discriminator": pretrainer.discriminator, "generator": pretrainer.generator}
     pad_id = model.tokenizer().special_ids.pad
     models = names_lib.hf_models(names_lib.export_tensors(pretrainer))
     with atomic_output_dir(output, overwrite) as temp:
         for tower, tensors in models.items():
-            config = hf_config(encoders[tower], ARCHITECTURES[tower], pad_id)
+            config = hf_config(encoders[tower], ARCHITECTURES[tower], pad_id, dtype)
             write_hf_folder(temp / tower, tensors, config, model.vocab_file, model.config.do_lower_case)
     return sorted(models)
 
