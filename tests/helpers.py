@@ -197,11 +197,16 @@ class AcceleratorImage(importlib.abc.MetaPathFinder):
 
 sys.meta_path.insert(0, AcceleratorImage())
 sys.executable = __file__  # the processes it starts are the accelerator's python3 too
-if sys.argv[1:2] != ["-m"]:
-    sys.exit("this stand-in runs python3 -m MODULE only")
-module, sys.argv = sys.argv[2], [sys.argv[2], *sys.argv[3:]]
-sys.path.insert(0, os.getcwd())
-runpy.run_module(module, run_name="__main__", alter_sys=True)
+if sys.argv[1:2] == ["-m"]:
+    module, sys.argv = sys.argv[2], [sys.argv[2], *sys.argv[3:]]
+    sys.path.insert(0, os.getcwd())
+    runpy.run_module(module, run_name="__main__", alter_sys=True)
+elif sys.argv[1:2] and sys.argv[1].endswith(".py"):  # python3 run_pretraining.py ...: the script's folder first
+    sys.argv = sys.argv[1:]
+    sys.path.insert(0, os.path.dirname(os.path.abspath(sys.argv[0])))
+    runpy.run_path(sys.argv[0], run_name="__main__")
+else:
+    sys.exit("this stand-in runs python3 -m MODULE or python3 SCRIPT.py only")
 '''
 
 
