@@ -13,10 +13,22 @@ file and the run's at most 6 at electra_small without --also-mlm (two archive pa
 run.json). The time: about 150 s of benchmark, then the run's minutes and its ~20 s of collecting, inside the
 call's 600 s with half a minute to spare. tests/test_jax_run.py runs this line (with a micro model's arguments in
 place of the two defaults) under the GPU image's Python stand-in.
+
+--product prints the window as the product's own commands instead (product_line; docs/jax_gpu.md, "The GPU
+window through the three commands"): the same benchmark, then `run_pretraining.py --max-minutes` on the carried
+dataset folder (built here with build_pretraining_dataset.py --compression gzip: 47 MB for the four shared
+Wikipedia shards), the model exported to $OUT as Hugging Face float16 weights (`checkpoints.export --format hf
+--dtype float16`) cut into parts for the copy limit by tar and split, then `run_finetuning.py --each-task` on the
+carried GLUE files inside a `timeout`, and the model folder's small files (metrics, results, TensorBoard, configs)
+in one tar. Nothing of training_jax.export, finetune.arrays or training_jax.run is used; the random control and
+the MLM baseline of the time-boxed run are the studies' (a control needs no pretraining: it can be fine-tuned
+anywhere). tests/test_gpu_window_product.py runs this line under the stand-in.
 """
 import argparse
+import json
+import shlex
 
-from training_jax.run import device_line
+from training_jax.run import DEVICE_PRELUDE, device_line
 
 BENCH_SECONDS = 150.0  # the benchmark's whole-run bound (bench.gpu_speed --max-seconds)
 RUN_MINUTES = 6.5  # the time-boxed run after it: 150 s + 390 s + ~20 s of collecting < 600 s
@@ -39,11 +51,47 @@ def window_line(export="jax_export", bench_args=None, run_args=None):
     return f"{prelude} {bench_command(bench_args)}; PYTHONUNBUFFERED=1 {run}{' ' + run_args if run_args else ''}"
 
 
+# The window through the product's commands (--product): what a user with a GPU types, in one call.
+WINDOW_DATA = "window"  # carried: <WINDOW_DATA>/pretrain_tfrecords (gzip shards) and <WINDOW_DATA>/glue
+WINDOW_MODEL = "electra_small"
+WINDOW_TASKS = "rte,mrpc,cola,sts,sst"  # fewest updates first: a fine-tuning cut by its timeout keeps the most tasks
+PRETRAIN_MINUTES = 4.0  # run_pretraining.py --max-minutes: compile, measure, size the run to end saved by then
+EXPORT_SECONDS = 40  # the float16 export and the tar parts (a JAX start, the checkpoint read, 36 MB written)
+FINETUNE_SECONDS = 150  # the timeout of run_finetuning.py --each-task (150 + 240 + 40 + 150 + ~10 < 600)
+PART_BYTES = "15m"  # split's parts: under the device tool's 16 MiB a file
+PRETRAIN_HPARAMS = {"train_batch_size": 128, "do_eval": True, "num_eval_steps": 40}
+
+
+def product_line(data=WINDOW_DATA, model=WINDOW_MODEL, tasks=WINDOW_TASKS, bench_args=None, pretrain_hparams=None,
+                 finetune_hparams=None, pretrain_minutes=PRETRAIN_MINUTES, finetune_seconds=FINETUNE_SECONDS,
+                 benchmark=True):
+    """The window as the product's commands (module docstring). `pretrain_hparams` / `finetune_hparams` replace the
+    defaults (a test's micro model); `benchmark` False leaves the benchmark out (a test that runs it elsewhere)."""
+    folder = f"{data}/models/{model}"
+    hparams = shlex.quote(json.dumps(PRETRAIN_HPARAMS if pretrain_hparams is None else pretrain_hparams))
+    steps = [
+        f"python3 run_pretraining.py --data-dir {data} --model-name {model} --max-minutes {pretrain_minutes:g} "
+        f"--hparams {hparams}",
+        f"python3 -m checkpoints.export --model-dir {folder} --format hf --dtype float16 --output {data}/hf16 "
+        f"--overwrite && tar -C {data} -cf - hf16 | split -b {PART_BYTES} -d - $OUT/hf16.tar.part",
+        f"timeout {finetune_seconds} python3 run_finetuning.py --data-dir {data} --model-name {model} "
+        f"--finetuning-data-dir {data}/glue --task {tasks}{' --each-task' if ',' in tasks else ''}"
+        + (f" --hparams {shlex.quote(json.dumps(finetune_hparams))}" if finetune_hparams else ""),
+        f"tar -C {data}/models -czf $OUT/model_files.tar.gz --exclude='ckpt-*' --exclude=jax_work {model}",
+    ]
+    if benchmark:
+        steps.insert(0, bench_command(bench_args))
+    return f"{DEVICE_PRELUDE} export PYTHONUNBUFFERED=1; " + "; ".join(steps)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--export", default="jax_export", help="the export folder, as copied into the repository")
+    parser.add_argument("--product", action="store_true",
+                        help="the window as the product's commands (run_pretraining.py, checkpoints.export, "
+                             f"run_finetuning.py) on the carried folder {WINDOW_DATA}/")
     args = parser.parse_args(argv)
-    print(window_line(args.export))
+    print(product_line() if args.product else window_line(args.export))
 
 
 if __name__ == "__main__":
