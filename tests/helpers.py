@@ -6,6 +6,7 @@ import os
 import pathlib
 import random
 import re
+import shlex
 import subprocess
 import sys
 
@@ -349,3 +350,53 @@ def script_results(process, timeout=300):
     lines = [line for line in stdout.splitlines() if line.startswith("RESULTS")]
     assert process.returncode == 0 and lines, stderr[-3000:]
     return json.loads(lines[-1][len("RESULTS"):])
+
+
+# ---------------------------------------------------------------- the dataset folder read by tf.data
+class InputContext:
+    """What tf.distribute hands pretraining_dataset: the worker count and this worker's index."""
+
+    def __init__(self, num_input_pipelines, input_pipeline_id):
+        self.num_input_pipelines, self.input_pipeline_id = num_input_pipelines, input_pipeline_id
+
+
+def tf_batches(folder, metadata, batch_size, count=None, workers=1, index=0, **kwargs):
+    """The first `count` batches (all: None) of the product's tf.data reader for worker `index` of `workers`."""
+    import itertools
+
+    from data import tfrecords
+
+    dataset = tfrecords.pretraining_dataset(folder, batch_size, metadata=metadata,
+                                            input_context=InputContext(workers, index), **kwargs)
+    return [{name: value.numpy() for name, value in batch.items()} for batch in itertools.islice(dataset, count)]
+
+
+def assert_same_batches(ours, theirs):
+    """Batch for batch, the same names, int32 arrays and values."""
+    import numpy as np
+
+    assert len(ours) == len(theirs)
+    for mine, reference in zip(ours, theirs):
+        assert sorted(mine) == sorted(reference)
+        for name in reference:
+            assert mine[name].dtype == np.int32
+            np.testing.assert_array_equal(mine[name], reference[name])
+
+
+# ---------------------------------------------------------------- a device call's pieces
+# The window's benchmark at a micro size: one variant, a second's timing, inside 60 s.
+MICRO_BENCH = ("--max-seconds 60 --no-finetuning --first-estimate 1 --batch-size 4 --seq-length 32 --seconds 1 "
+               "--examples 32 --precision float32 --variants defaults --hparams " + shlex.quote(json.dumps(
+                   {"model_hparam_overrides": {**MICRO_MODEL, "num_layers": 1}, "vocab_size": 120})))
+
+
+def carried_wheels(source, folder):
+    """The wheels the image lacks, as a call carries them: the ones downloaded for Python 3.12 beside the image's
+    stand-in, at this virtualenv's versions (the export's `pip download` pins these)."""
+    import shutil
+    from importlib.metadata import version
+
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in ("keras", "namex", "optree"):
+        [wheel] = source.glob(f"{name}-{version(name)}-*.whl")
+        shutil.copy(wheel, folder)

@@ -12,8 +12,7 @@ import pytest
 
 from common.errors import InputError
 from data import record_reader, tfrecords
-from tests.helpers import write_corpus, write_vocab
-from tests.test_record_reader import assert_same_batches, tf_batches
+from tests.helpers import assert_same_batches, tf_batches, write_corpus, write_vocab
 
 NUM_SHARDS = 3
 

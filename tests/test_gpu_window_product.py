@@ -12,8 +12,7 @@ import tarfile
 
 import pytest
 
-from tests.helpers import MICRO_MODEL, write_corpus, write_rte, write_vocab
-from tests.test_jax_run import MICRO_BENCH, carried_wheels
+from tests.helpers import MICRO_BENCH, MICRO_MODEL, carried_wheels, write_corpus, write_rte, write_vocab
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 MOST_FILES, MOST_FILE_BYTES = 8, 16 * 2 ** 20  # the device tool's limits on what comes back

@@ -10,30 +10,13 @@ import shlex
 import numpy as np
 import pytest
 
-from tests.helpers import JAX_TEST_XLA_FLAGS, MICRO_MODEL, export_tiny_run, run_script_under_jax, write_rte
+from tests.helpers import (JAX_TEST_XLA_FLAGS, MICRO_BENCH, MICRO_MODEL, carried_wheels, export_tiny_run,
+                           run_script_under_jax, write_rte)
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 # A micro model: minutes to spare (the run stops at the exported 8 steps), fine-tuning of one short trial.
 TINY = " --minutes 7 --finetune-minutes 2 --seeds 1 --measure-steps 5 --finetune-hparams " + shlex.quote(
     json.dumps({"max_train_steps": 2}))
-# The window's benchmark at a micro size: one variant, a second's timing, inside 60 s.
-MICRO_BENCH = ("--max-seconds 60 --no-finetuning --first-estimate 1 --batch-size 4 --seq-length 32 --seconds 1 "
-               "--examples 32 --precision float32 --variants defaults --hparams " + shlex.quote(json.dumps(
-                   {"model_hparam_overrides": {**MICRO_MODEL, "num_layers": 1}, "vocab_size": 120})))
-
-
-def carried_wheels(source, folder):
-    """The wheels the image lacks, as a call carries them: the ones downloaded for Python 3.12 beside the image's
-    stand-in, at this virtualenv's versions (the export's `pip download` pins these)."""
-    import shutil
-    from importlib.metadata import version
-
-    folder.mkdir(parents=True, exist_ok=True)
-    for name in ("keras", "namex", "optree"):
-        [wheel] = source.glob(f"{name}-{version(name)}-*.whl")
-        shutil.copy(wheel, folder)
-
-
 @pytest.fixture(scope="module")
 def first_run(tmp_path_factory):
     from finetune import arrays

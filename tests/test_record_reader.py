@@ -15,7 +15,7 @@ import pytest
 
 from common.errors import InputError
 from data import record_reader, tfrecords
-from tests.helpers import build_tiny_dataset
+from tests.helpers import assert_same_batches, build_tiny_dataset, tf_batches
 
 NUM_SHARDS = 10  # more than the interleave's cycle of 8: files wait for a slot, as on a real dataset
 
@@ -27,28 +27,6 @@ def dataset(tmp_path_factory):
     build_tiny_dataset(data_dir, max_seq_length=32, num_shards=NUM_SHARDS)
     folder = data_dir / "pretrain_tfrecords"
     return folder, tfrecords.load_metadata(folder)
-
-
-class InputContext:
-    """What tf.distribute hands pretraining_dataset: the worker count and this worker's index."""
-
-    def __init__(self, num_input_pipelines, input_pipeline_id):
-        self.num_input_pipelines, self.input_pipeline_id = num_input_pipelines, input_pipeline_id
-
-
-def tf_batches(folder, metadata, batch_size, count=None, workers=1, index=0, **kwargs):
-    dataset = tfrecords.pretraining_dataset(folder, batch_size, metadata=metadata,
-                                            input_context=InputContext(workers, index), **kwargs)
-    return [{name: value.numpy() for name, value in batch.items()} for batch in itertools.islice(dataset, count)]
-
-
-def assert_same_batches(ours, theirs):
-    assert len(ours) == len(theirs)
-    for mine, reference in zip(ours, theirs):
-        assert sorted(mine) == sorted(reference)
-        for name in reference:
-            assert mine[name].dtype == np.int32
-            np.testing.assert_array_equal(mine[name], reference[name])
 
 
 def test_every_example_equals_the_evaluation_readers(dataset):

@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+import types
 
 import numpy as np
 import pytest
@@ -124,3 +125,54 @@ def test_a_folder_this_run_did_not_write_is_refused(runs, tmp_path):
     shutil.copytree(model_dir, other, ignore=shutil.ignore_patterns("jax_work*"))
     code, output = finished(launch(data_dir, "copied", 8, tmp_path / "copied.log"), tmp_path / "copied.log")
     assert code == 2 and "holds checkpoints of a run this JAX run did not write" in output.strip().splitlines()[-1]
+
+
+# ---------------------------------------------------------------- --max-minutes (the GPU window's pretraining)
+# The run sizes itself and keeps the config's checkpoint spacing (a checkpoint every save_checkpoints_steps and at
+# the end), not the config's number of checkpoints spread over the sized length: a default config (1M steps, a
+# checkpoint every 1,000) would otherwise need 1,000 steps at least and write a checkpoint every few steps.
+@pytest.mark.parametrize("steps, every, expected", [
+    (9000, 1000, [1000, 2000, 3000, 4000, 5000, 6000, 7000, 8000, 9000]),
+    (2500, 1000, [1000, 2000, 2500]),
+    (500, 1000, [500]),
+])
+def test_a_sized_run_keeps_the_configs_checkpoint_spacing(steps, every, expected):
+    from training_jax.fit import sized_fields
+
+    fields = sized_fields(steps, 1, 0.1, evals=10, checkpoint_every=every)
+    assert fields["checkpoint_steps"] == expected
+    assert fields["config"]["save_checkpoints_steps"] == min(every, steps)
+    assert fields["config"]["num_train_steps"] == steps and fields["config"]["num_warmup_steps"] == steps // 10
+    spread = sized_fields(steps, 4, 0.1, evals=10)  # the studies' rule, unchanged: budgets evenly spaced
+    assert spread["checkpoint_steps"] == [steps // 4 * k for k in (1, 2, 3, 4)]
+
+
+def test_the_default_configs_fit_block_asks_for_one_step_at_least(tmp_path):
+    from configs.pretraining_config import PretrainingConfig
+    from training_jax.from_dataset import write_plan
+
+    vocab = tmp_path / "source_vocab.txt"
+    vocab.write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n", encoding="utf-8")
+    config = PretrainingConfig.create({"model_size": "electra_small"})
+    assert config.num_train_steps == 1_000_000 and config.save_checkpoints_steps == 1000  # the original's
+    (tmp_path / "work").mkdir()
+    write_plan(tmp_path / "work", "electra_small", config, types.SimpleNamespace(vocab_file=vocab), 0)
+    fit = json.loads((tmp_path / "work" / "export.json").read_text())["fit"]
+    assert fit["budgets"] == 1 and fit["checkpoint_every"] == 1000 and fit["max_units"] == 1_000_000
+
+
+def test_the_command_sizes_itself_and_checkpoints_every_save_checkpoints_steps(tmp_path):
+    data_dir = tmp_path / "data"
+    build_tiny_dataset(data_dir, max_seq_length=32, num_shards=2)
+    hparams = {**HPARAMS, "num_train_steps": 30, "save_checkpoints_steps": 12, "keep_checkpoint_max": 0}
+    env = dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu", PYTHONPATH=str(REPO_ROOT),
+               XLA_FLAGS=JAX_QUICK_XLA_FLAGS)
+    completed = subprocess.run([sys.executable, "-c", LAUNCH, "--data-dir", str(data_dir), "--model-name", "micro",
+                                "--max-minutes", "8", "--hparams", json.dumps(hparams)],
+                               cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=600)
+    output = completed.stdout + completed.stderr
+    assert completed.returncode == 0, output[-3000:]
+    assert "sized: 30 steps" in output  # the config's 30 fit in the minutes: the most planned
+    # The config's spacing: 12, 24 and the end. Spread as the studies spread theirs, 3 checkpoints of 30 steps
+    # would have fallen at 10, 20, 30.
+    assert listed_steps(data_dir / "models" / "micro") == [12, 24, 30]

@@ -124,12 +124,14 @@ def export_pretraining(model_name, hparams, data_dir, out_dir, checkpoints=1):
                        eval_count, {"fit": fit_record(model_name, config, checkpoints)})
 
 
-def fit_record(model_name, config, checkpoints):
+def fit_record(model_name, config, checkpoints, checkpoint_every=None):
     """export.json's "fit" block (training_jax.fit): one model, sized by --fit-minutes to what the minutes allow, at
-    most the config's steps, with the config's own warmup fraction and `checkpoints` evenly spaced weights."""
+    most the config's steps, with the config's own warmup fraction and `checkpoints` evenly spaced weights, or with
+    `checkpoint_every` given, a checkpoint every that many steps and at the end (training_jax.fit.sized_fields)."""
     return {"models": [model_name], "steps_per_unit": {model_name: 1.0}, "budgets": checkpoints,
             "warmup_fraction": config.num_warmup_steps / config.num_train_steps, "evals": EVALS_PER_RUN,
-            "max_units": config.num_train_steps}
+            "max_units": config.num_train_steps,
+            **({"checkpoint_every": checkpoint_every} if checkpoint_every else {})}
 
 
 def parse_args(argv=None):

@@ -45,14 +45,22 @@ def units_that_fit(rates, steps_per_unit, seconds, multiple):
     return max(0, int(seconds / per_unit) // multiple * multiple)
 
 
-def sized_fields(steps, budgets, warmup_fraction, evals, block_steps=1):
+def sized_fields(steps, budgets, warmup_fraction, evals, block_steps=1, checkpoint_every=None):
     """The config fields and the run's checkpoint and evaluation steps for a `steps`-step run with
     `budgets` evenly spaced checkpoints (the rule of studies/rtd_vs_mlm/plan.py pretraining_hparams);
-    evaluations every a multiple of `block_steps` (the updates per dispatch), so that they end blocks."""
-    every = steps // budgets
+    evaluations every a multiple of `block_steps` (the updates per dispatch), so that they end blocks.
+    `checkpoint_every` (run_pretraining.py --max-minutes: the config's save_checkpoints_steps): a checkpoint every
+    that many steps and at the end, whatever the length, instead of `budgets` spread over it (1,000 checkpoints of
+    a default 1M-step config would otherwise be spread over the few thousand steps that fit)."""
+    if checkpoint_every:
+        every = min(checkpoint_every, steps)
+        checkpoints = sorted(set(range(every, steps, every)) | {steps})
+    else:
+        every = steps // budgets
+        checkpoints = [every * (k + 1) for k in range(budgets)]
     return {"config": {"num_train_steps": steps, "num_warmup_steps": warmup_steps(steps, warmup_fraction),
                        "save_checkpoints_steps": every, "eval_every_steps": every, "extra_checkpoint_steps": ()},
-            "checkpoint_steps": [every * (k + 1) for k in range(budgets)],
+            "checkpoint_steps": checkpoints,
             "eval_every": max(block_steps, steps // evals // block_steps * block_steps)}
 
 
@@ -120,7 +128,8 @@ def size_run(run, started, fit_minutes, measure_steps):
         raise InputError(f"--fit-minutes {fit_minutes:g}: {max(0.0, seconds):.0f} s are left after compiling, "
                          f"too few for {block['budgets']} step(s) at {rate:.2f} steps/s; give more minutes")
     steps = model_steps(units, block["steps_per_unit"][model], multiple if units >= multiple else block["budgets"])
-    fields = sized_fields(steps, block["budgets"], block["warmup_fraction"], block["evals"], run.block_steps)
+    fields = sized_fields(steps, block["budgets"], block["warmup_fraction"], block["evals"], run.block_steps,
+                          block.get("checkpoint_every"))
     entry = {"config_file": f"config_{model}_sized.json", "num_train_steps": steps, "units": units,
              "checkpoint_steps": fields["checkpoint_steps"], "eval_every": fields["eval_every"],
              "measured": {r["model"]: {k: round(v, 3) for k, v in r.items() if k in (

@@ -109,7 +109,9 @@ def write_plan(work, name, config, resolved, eval_count):
     eval_every = (config.eval_every_steps or config.save_checkpoints_steps) if config.do_eval and eval_count else 0
     record = {"log_every": config.iterations_per_loop, "eval_every": {name: eval_every or config.num_train_steps},
               "models": {name: model_record(config, config_file, steps)}, "eval_examples": eval_count,
-              "fit": fit_record(name, config, max(1, len(steps)))}  # --max-minutes sizes the run by it
+              # --max-minutes sizes the run by it: at least one step, a checkpoint every save_checkpoints_steps
+              "fit": fit_record(name, config, 1,
+                                checkpoint_every=config.save_checkpoints_steps or config.num_train_steps)}
     write_export_file(work, record)
 
 
