@@ -60,13 +60,17 @@ EXPORT_SECONDS = 40  # the float16 export and the tar parts (a JAX start, the ch
 FINETUNE_SECONDS = 150  # the timeout of run_finetuning.py --each-task (150 + 240 + 40 + 150 + ~10 < 600)
 PART_BYTES = "15m"  # split's parts: under the device tool's 16 MiB a file
 PRETRAIN_HPARAMS = {"train_batch_size": 128, "do_eval": True, "num_eval_steps": 40}
+# The fine-tuned models are not kept (54 MB each at electra_small, too large to come back, slow to write): the
+# results files and logs are what a window returns.
+FINETUNE_HPARAMS = {"save_finetuned_models": False}
 
 
 def product_line(data=WINDOW_DATA, model=WINDOW_MODEL, tasks=WINDOW_TASKS, bench_args=None, pretrain_hparams=None,
                  finetune_hparams=None, pretrain_minutes=PRETRAIN_MINUTES, finetune_seconds=FINETUNE_SECONDS,
                  benchmark=True):
-    """The window as the product's commands (module docstring). `pretrain_hparams` / `finetune_hparams` replace the
-    defaults (a test's micro model); `benchmark` False leaves the benchmark out (a test that runs it elsewhere)."""
+    """The window as the product's commands (module docstring). `pretrain_hparams` replaces the default (a test's
+    micro model), `finetune_hparams` adds to FINETUNE_HPARAMS; `benchmark` False leaves the benchmark out (a test
+    that runs it elsewhere)."""
     folder = f"{data}/models/{model}"
     hparams = shlex.quote(json.dumps(PRETRAIN_HPARAMS if pretrain_hparams is None else pretrain_hparams))
     steps = [
@@ -75,9 +79,9 @@ def product_line(data=WINDOW_DATA, model=WINDOW_MODEL, tasks=WINDOW_TASKS, bench
         f"python3 -m checkpoints.export --model-dir {folder} --format hf --dtype float16 --output {data}/hf16 "
         f"--overwrite && tar -C {data} -cf - hf16 | split -b {PART_BYTES} -d - $OUT/hf16.tar.part",
         f"timeout {finetune_seconds} python3 run_finetuning.py --data-dir {data} --model-name {model} "
-        f"--finetuning-data-dir {data}/glue --task {tasks}{' --each-task' if ',' in tasks else ''}"
-        + (f" --hparams {shlex.quote(json.dumps(finetune_hparams))}" if finetune_hparams else ""),
-        f"tar -C {data}/models -czf $OUT/model_files.tar.gz --exclude='ckpt-*' --exclude=jax_work {model}",
+        f"--finetuning-data-dir {data}/glue --task {tasks}{' --each-task' if ',' in tasks else ''} "
+        f"--hparams {shlex.quote(json.dumps({**FINETUNE_HPARAMS, **(finetune_hparams or {})}))}",
+        f"tar -C {data}/models -czf $OUT/model_files.tar.gz --exclude='ckpt*' --exclude=jax_work {model}",
     ]
     if benchmark:
         steps.insert(0, bench_command(bench_args))
