@@ -34,7 +34,9 @@ ours on [CLS], about 0.1% of the model's multiply-adds at these lengths).
    step, as before it was compiled), so the step before and after can be compared in one run;
    "random-no-onednn" is ours without oneDNN turned on (TensorFlow's default kernels where it leaves it off).
    bfloat16: "random-bf16" is ours with the encoder and head under mixed_bfloat16 (bfloat16 compute, float32
-   weights, optimizer and loss), "hf-bf16" the Trainer with bf16=True (its forward under torch.autocast).
+   weights, optimizer and loss), "hf-bf16" the Trainer with bf16=True (its forward under torch.autocast);
+   "random-bf16-matmuls" probes a candidate not yet in the product: float32 with bfloat16 matmul operands
+   (bf16_matmul_operands, patched into the worker's process).
    Under KERAS_BACKEND=jax on the CPU ("jax-random", "jax-bucketed", "jax-random-bf16"): JaxTrainer's single
    updates, as run_finetuning.py runs them there; its jit compiles one program per padded length, so the
    lengths are rounded up to a multiple of 16 (more padding than the others: the mean length is printed) and
@@ -49,6 +51,7 @@ alternated --repeats times, the median compared. Prints the CPU, the
 load average before and after, each figure and the ratios.
 """
 import argparse
+import contextlib
 import json
 import os
 import pathlib
@@ -227,13 +230,44 @@ def worker_hf_predict(args):
     return {"rows": len(results), "seconds": time.perf_counter() - start}
 
 
+@contextlib.contextmanager
+def bf16_matmul_operands():
+    """A candidate, probed before it is built (as bench.pretrain_step_cpu's -3qkv variants probe theirs): every
+    Dense layer's and the one-matmul Q/K/V projection's product taken with bfloat16 operands and its result cast
+    back to float32, everything else (GELU, LayerNorm, dropout, softmax, the optimizer) in float32. TensorFlow's
+    CPU kernels run bfloat16 matmuls on AMX or avx512_bf16 but its bfloat16 elementwise ops slower than float32
+    ones, which is what mixed_bfloat16 loses on (docs/benchmarks.md). Installed while the step is built and run."""
+    import keras
+    from keras import ops
+
+    from model import attention
+
+    def dense_call(self, inputs, training=None):
+        x = ops.cast(ops.matmul(ops.cast(inputs, "bfloat16"), ops.cast(self.kernel, "bfloat16")), self.compute_dtype)
+        if self.bias is not None:
+            x = ops.add(x, self.bias)
+        return self.activation(x) if self.activation is not None else x
+
+    def project_qkv(self, hidden):
+        layers = (self.query, self.key, self.value)
+        kernel = ops.concatenate([ops.cast(dense.kernel, "bfloat16") for dense in layers], axis=-1)
+        bias = ops.concatenate([ops.cast(dense.bias, self.compute_dtype) for dense in layers])
+        projected = ops.cast(ops.matmul(ops.cast(hidden, "bfloat16"), kernel), self.compute_dtype)
+        return tuple(ops.split(ops.add(projected, bias), 3, axis=-1))
+
+    saved = keras.layers.Dense.call, attention.SelfAttention.project_qkv
+    keras.layers.Dense.call, attention.SelfAttention.project_qkv = dense_call, project_qkv
+    try:
+        yield
+    finally:
+        keras.layers.Dense.call, attention.SelfAttention.project_qkv = saved
+
+
 def worker_ours_train(args):
     """Updates/s of the fine-tuning step run_finetuning.py runs, on SST-2 training batches: TensorFlow's
     (TFTrainer) or, with backend "jax", JAX's on the CPU (JaxTrainer, one update per dispatch: its jit compiles
     one program per padded length, so pad_to_multiple rounds the lengths up and every length the timed batches
     have is compiled by an untimed update first; those seconds are reported as compile_seconds)."""
-    import dataclasses
-
     jax_backend = getattr(args, "backend", "tensorflow") == "jax"
     if jax_backend:  # XLA's CPU pool takes as many threads as the process may use cores
         os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[:args.threads])
@@ -243,11 +277,19 @@ def worker_ours_train(args):
         turn_on_onednn(quiet=True)  # as run_finetuning.py does, before TensorFlow is imported
     else:
         os.environ["TF_ENABLE_ONEDNN_OPTS"] = "0"  # TensorFlow's own choice of kernels on this CPU
+    if not jax_backend:
+        configure_tensorflow(args.threads)
+    with bf16_matmul_operands() if getattr(args, "bf16_matmuls", False) else contextlib.nullcontext():
+        return train_updates(args, jax_backend)
+
+
+def train_updates(args, jax_backend):
+    """worker_ours_train's measurement, once its backend and kernels are chosen."""
+    import dataclasses
+
     import keras
     import numpy as np
 
-    if not jax_backend:
-        configure_tensorflow(args.threads)
     from configs.finetuning_config import FinetuningConfig
     from finetune.loop import build_optimizer, task_batches
     from finetune.model import FinetuningModel, make_head
@@ -493,6 +535,8 @@ TRAIN_SETTINGS = {
                      "ours-train", {"pool_batches": 50, "backend": "jax", "pad_to_multiple": 16}),
     "random-bf16": ("ours, random batches, mixed_bfloat16 (bfloat16 compute, float32 weights)", "ours-train",
                     {"pool_batches": 1, "dtype": "mixed_bfloat16"}),
+    "random-bf16-matmuls": ("ours, random batches, float32 with bfloat16 matmul operands (bf16_matmul_operands: "
+                            "a probe)", "ours-train", {"pool_batches": 1, "bf16_matmuls": True}),
     "jax-random-bf16": ("ours under KERAS_BACKEND=jax, random batches (lengths to a multiple of 16), mixed_bfloat16",
                         "ours-train", {"pool_batches": 1, "backend": "jax", "pad_to_multiple": 16,
                                        "dtype": "mixed_bfloat16"}),
@@ -515,6 +559,9 @@ TRAIN_RATIOS = (("bucketed", "hf", "ours bucketed / Hugging Face dynamic padding
                 ("jax-bucketed", "hf-grouped", "ours under JAX bucketed / Hugging Face group_by_length"),
                 ("random-bf16", "hf-bf16", "ours random batches, bf16 / Hugging Face dynamic padding, bf16"),
                 ("random-bf16", "random", "ours random batches: bf16 / float32"),
+                ("random-bf16-matmuls", "hf-bf16", "ours random batches, bf16 matmul operands / Hugging Face bf16"),
+                ("random-bf16-matmuls", "hf", "ours random batches, bf16 matmul operands / Hugging Face float32"),
+                ("random-bf16-matmuls", "random", "ours random batches: bf16 matmul operands / float32"),
                 ("hf-bf16", "hf", "Hugging Face: bf16 / float32"),
                 ("jax-random-bf16", "hf-bf16", "ours under JAX, bf16 / Hugging Face bf16"),
                 ("random-no-onednn", "hf", "ours random batches, oneDNN off / Hugging Face dynamic padding"),

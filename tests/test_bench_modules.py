@@ -218,19 +218,26 @@ def test_predict_vs_hf(predict_work_dir, shared_stand_in, monkeypatch, capsys):
     try:
         table = predict_vs_hf.main(["--work-dir", str(predict_work_dir), "--hf-batch-sizes", "8", "--repeats", "1",
                                     "--threads", "1", "--train-steps", "1", "--warmup-steps", "1",
-                                    "--train-settings", "random,hf,random-bf16,hf-bf16"])
+                                    "--train-settings", "random,hf,random-bf16,hf-bf16,random-bf16-matmuls"])
     finally:
         torch.set_num_threads(threads)
     printed = capsys.readouterr().out
     for label in ("ours, python -m inference.predict", "ONNX Runtime, the same command", "Hugging Face pipeline, "
                   "batch_size 8", "ours, random batches padded to their longest", "Hugging Face Trainer",
                   "ours, random batches, mixed_bfloat16", "Hugging Face Trainer, DataCollatorWithPadding, bf16=True",
-                  "ours random batches, bf16 / Hugging Face dynamic padding, bf16"):
+                  "ours random batches, bf16 / Hugging Face dynamic padding, bf16",
+                  "ours random batches: bf16 matmul operands / float32"):
         line = next((line for line in printed.splitlines() if line.strip().startswith(label)), None)
         assert line, (label, printed[-3000:])
         assert_finite_positive(numbers(line.split(":", 1)[1].split("(")[0]))
     assert re.search(r"labels: ONNX Runtime float32 equals TensorFlow on \d+ of 32 sentences", printed), printed
     assert set(table) == {"predict", "train"} and math.isfinite(table["predict"]["ratio"])
+    import keras
+
+    from model import attention
+
+    assert keras.layers.Dense.call.__module__.startswith("keras")  # the probe's patch is gone after its worker
+    assert attention.SelfAttention.project_qkv.__module__ == "model.attention"
 
 
 # ------------------------------------------------------------------------------------------- JAX, one process
