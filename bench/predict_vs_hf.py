@@ -322,9 +322,9 @@ def train_updates(args, jax_backend):
         batches += list(task_batches(task, features, config, rng, training=True))
     warmup, timed = batches[:args.warmup_steps], batches[args.warmup_steps:args.warmup_steps + args.steps]
     if jax_backend:  # one untimed update at each length the timed ones have, after the warm-up's
+        warmed = {batch["input_ids"].shape[1] for batch in warmup}
         lengths = {batch["input_ids"].shape[1]: batch for batch in reversed(timed)}
-        warmup = warmup + [batch for length, batch in sorted(lengths.items())
-                           if length not in {b["input_ids"].shape[1] for b in warmup}]
+        warmup = warmup + [batch for length, batch in sorted(lengths.items()) if length not in warmed]
     start = time.perf_counter()
     for batch in warmup:
         float(trainer.step(task, batch))

@@ -139,6 +139,8 @@ def _check_checksums(buffer, offsets, lengths, path):
 def read_file(path, compression: str = "none") -> np.ndarray:
     """The file's bytes; a GZIP-compressed shard (tfrecords.COMPRESSIONS) decompressed, its stream checked (gzip's
     own CRC-32 and length, then every record's checksums as for an uncompressed one)."""
+    if compression not in tfrecords.COMPRESSIONS:
+        raise InputError(f"{path}: compression {compression!r} is not one this code reads; {REBUILD}")
     try:
         if compression == "none":
             return np.fromfile(path, np.uint8)
@@ -146,8 +148,6 @@ def read_file(path, compression: str = "none") -> np.ndarray:
             data = file.read()
     except OSError as error:
         raise InputError(f"{path}: cannot be read ({error.strerror}); {REBUILD}") from None
-    if compression != "gzip":
-        raise InputError(f"{path}: compression {compression!r} is not one this code reads; {REBUILD}")
     try:
         return np.frombuffer(gzip.decompress(data), np.uint8)
     except (OSError, EOFError, zlib.error) as error:  # gzip.BadGzipFile is an OSError
