@@ -66,6 +66,10 @@ def parse_args(argv=None):
     parser.add_argument("--num-trials", type=int, default=None, help="trials with seeds seed, seed+1, … "
                                                                       "(default 1; same as hparams num_trials)")
     parser.add_argument("--do-predict", action="store_true", help="also write test-set predictions")
+    parser.add_argument("--matmul-dtype", default=None,
+                        help="float32 (default, the original's arithmetic) or bfloat16: the dense projections' "
+                             "matmuls take bfloat16 operands, everything else stays float32 (faster on CPUs with "
+                             "AMX or avx512_bf16; same as hparams matmul_dtype; configs/finetuning_config.py)")
     parser.add_argument("--each-task", action="store_true",
                         help="fine-tune each task of --task on its own (its own encoder, recipe and results), one "
                              "after another in this process, instead of one encoder shared by all: GLUE's table in "
@@ -173,6 +177,8 @@ def prepare(args, say=print):
         overrides["num_trials"] = args.num_trials
     if args.skip_bad_rows:
         overrides["skip_bad_rows"] = True
+    if args.matmul_dtype is not None:
+        overrides["matmul_dtype"] = args.matmul_dtype  # checked by FinetuningConfig
     if args.each_task and len(tasks) < 2:
         raise InputError(f"--each-task with --task {args.task}: name several tasks (e.g. cola,sst,mrpc,sts,rte) to "
                          "fine-tune each on its own, or leave --each-task out")

@@ -35,8 +35,8 @@ ours on [CLS], about 0.1% of the model's multiply-adds at these lengths).
    "random-no-onednn" is ours without oneDNN turned on (TensorFlow's default kernels where it leaves it off).
    bfloat16: "random-bf16" is ours with the encoder and head under mixed_bfloat16 (bfloat16 compute, float32
    weights, optimizer and loss), "hf-bf16" the Trainer with bf16=True (its forward under torch.autocast);
-   "random-bf16-matmuls" probes a candidate not yet in the product: float32 with bfloat16 matmul operands
-   (bf16_matmul_operands, patched into the worker's process).
+   "random-bf16-matmuls" is ours in float32 with the product's matmul_dtype "bfloat16" (the dense projections'
+   matmuls take bfloat16 operands, everything else float32: model/matmul.py, run_finetuning.py --matmul-dtype).
    Under KERAS_BACKEND=jax on the CPU ("jax-random", "jax-bucketed", "jax-random-bf16"): JaxTrainer's single
    updates, as run_finetuning.py runs them there; its jit compiles one program per padded length, so the
    lengths are rounded up to a multiple of 16 (more padding than the others: the mean length is printed) and
@@ -51,7 +51,6 @@ alternated --repeats times, the median compared. Prints the CPU, the
 load average before and after, each figure and the ratios.
 """
 import argparse
-import contextlib
 import json
 import os
 import pathlib
@@ -230,39 +229,6 @@ def worker_hf_predict(args):
     return {"rows": len(results), "seconds": time.perf_counter() - start}
 
 
-@contextlib.contextmanager
-def bf16_matmul_operands():
-    """A candidate, probed before it is built (as bench.pretrain_step_cpu's -3qkv variants probe theirs): every
-    Dense layer's and the one-matmul Q/K/V projection's product taken with bfloat16 operands and its result cast
-    back to float32, everything else (GELU, LayerNorm, dropout, softmax, the optimizer) in float32. TensorFlow's
-    CPU kernels run bfloat16 matmuls on AMX or avx512_bf16 but its bfloat16 elementwise ops slower than float32
-    ones, which is what mixed_bfloat16 loses on (docs/benchmarks.md). Installed while the step is built and run."""
-    import keras
-    from keras import ops
-
-    from model import attention
-
-    def dense_call(self, inputs, training=None):
-        x = ops.cast(ops.matmul(ops.cast(inputs, "bfloat16"), ops.cast(self.kernel, "bfloat16")), self.compute_dtype)
-        if self.bias is not None:
-            x = ops.add(x, self.bias)
-        return self.activation(x) if self.activation is not None else x
-
-    def project_qkv(self, hidden):
-        layers = (self.query, self.key, self.value)
-        kernel = ops.concatenate([ops.cast(dense.kernel, "bfloat16") for dense in layers], axis=-1)
-        bias = ops.concatenate([ops.cast(dense.bias, self.compute_dtype) for dense in layers])
-        projected = ops.cast(ops.matmul(ops.cast(hidden, "bfloat16"), kernel), self.compute_dtype)
-        return tuple(ops.split(ops.add(projected, bias), 3, axis=-1))
-
-    saved = keras.layers.Dense.call, attention.SelfAttention.project_qkv
-    keras.layers.Dense.call, attention.SelfAttention.project_qkv = dense_call, project_qkv
-    try:
-        yield
-    finally:
-        keras.layers.Dense.call, attention.SelfAttention.project_qkv = saved
-
-
 def worker_ours_train(args):
     """Updates/s of the fine-tuning step run_finetuning.py runs, on SST-2 training batches: TensorFlow's
     (TFTrainer) or, with backend "jax", JAX's on the CPU (JaxTrainer, one update per dispatch: its jit compiles
@@ -279,8 +245,7 @@ def worker_ours_train(args):
         os.environ["TF_ENABLE_ONEDNN_OPTS"] = "0"  # TensorFlow's own choice of kernels on this CPU
     if not jax_backend:
         configure_tensorflow(args.threads)
-    with bf16_matmul_operands() if getattr(args, "bf16_matmuls", False) else contextlib.nullcontext():
-        return train_updates(args, jax_backend)
+    return train_updates(args, jax_backend)
 
 
 def train_updates(args, jax_backend):
@@ -295,11 +260,13 @@ def train_updates(args, jax_backend):
     from finetune.model import FinetuningModel, make_head
     from finetune.pretrained import build_encoder, read_model_folder
     from finetune.registry import get_task
+    from model.matmul import matmul_dtype_of, set_matmul_dtype
 
     pretrained = read_model_folder(pathlib.Path(args.folder))
     task = get_task("sst")
     config = FinetuningConfig.create({"length_bucketing": True, "bucket_pool_batches": args.pool_batches,
-                                      "pad_to_multiple": getattr(args, "pad_to_multiple", 0)},
+                                      "pad_to_multiple": getattr(args, "pad_to_multiple", 0),
+                                      "matmul_dtype": getattr(args, "matmul_dtype", "float32")},
                                      pretrained.recipe_size, ["sst"])
     config = dataclasses.replace(config, train_batch_size=32)
     features = task.featurize(task.read(pathlib.Path(args.shared) / "glue", "train"), pretrained.tokenizer(), config,
@@ -307,6 +274,7 @@ def train_updates(args, jax_backend):
     keras.utils.set_random_seed(args.seed)
     encoder = build_encoder(pretrained.model_config, dtype=getattr(args, "dtype", "float32"))
     model = FinetuningModel(encoder, {"sst": make_head(task, encoder.hidden_size, config, encoder.dtype_policy)})
+    set_matmul_dtype(model, config.matmul_dtype)  # as finetune.trials.TrialRunner sets it
     optimizer = build_optimizer(config, 10000, encoder.num_layers)
     if jax_backend:
         from training_jax.finetune import JaxTrainer
@@ -335,7 +303,8 @@ def train_updates(args, jax_backend):
     seconds = time.perf_counter() - start
     return {"steps": len(timed), "seconds": seconds, "compile_seconds": compile_seconds,
             "lengths_compiled": len({b["input_ids"].shape[1] for b in warmup}),
-            "mean_length": float(np.mean([b["input_ids"].shape[1] for b in timed]))}
+            "mean_length": float(np.mean([b["input_ids"].shape[1] for b in timed])),
+            "matmul_dtype": matmul_dtype_of(model)}
 
 
 def worker_hf_train(args):
@@ -535,8 +504,8 @@ TRAIN_SETTINGS = {
                      "ours-train", {"pool_batches": 50, "backend": "jax", "pad_to_multiple": 16}),
     "random-bf16": ("ours, random batches, mixed_bfloat16 (bfloat16 compute, float32 weights)", "ours-train",
                     {"pool_batches": 1, "dtype": "mixed_bfloat16"}),
-    "random-bf16-matmuls": ("ours, random batches, float32 with bfloat16 matmul operands (bf16_matmul_operands: "
-                            "a probe)", "ours-train", {"pool_batches": 1, "bf16_matmuls": True}),
+    "random-bf16-matmuls": ("ours, random batches, float32 with bfloat16 matmul operands (matmul_dtype bfloat16)",
+                            "ours-train", {"pool_batches": 1, "matmul_dtype": "bfloat16"}),
     "jax-random-bf16": ("ours under KERAS_BACKEND=jax, random batches (lengths to a multiple of 16), mixed_bfloat16",
                         "ours-train", {"pool_batches": 1, "backend": "jax", "pad_to_multiple": 16,
                                        "dtype": "mixed_bfloat16"}),
@@ -575,12 +544,15 @@ def updates(args):
     if unknown:
         sys.exit(f"--train-settings: unknown {', '.join(unknown)}; choose from {', '.join(TRAIN_SETTINGS)}")
     rates, lengths, compiles = {key: [] for key in keys}, {key: [] for key in keys}, {key: [] for key in keys}
+    matmul_dtypes = {}  # ours: the matmul_dtype the worker's model had
     for repeat in range(args.repeats):
         for key in keys:
             _, worker, extra = TRAIN_SETTINGS[key]
             result = spawn(worker, args, seed=repeat, **extra)
             rates[key].append(result["steps"] / result["seconds"])
             lengths[key].append(result["mean_length"])
+            if "matmul_dtype" in result:
+                matmul_dtypes[key] = result["matmul_dtype"]
             if extra.get("backend") == "jax":
                 compiles[key].append((result["lengths_compiled"], result["compile_seconds"]))
         print(f"  fine-tuning, repeat {repeat + 1}: " + "; ".join(f"{key} {rates[key][-1]:.2f}" for key in keys),
@@ -596,7 +568,7 @@ def updates(args):
         if numerator in medians and denominator in medians:
             print(f"  {label}: {medians[numerator] / medians[denominator]:.2f}x")
     sys.stdout.flush()
-    return {"rates": rates, "lengths": lengths}
+    return {"rates": rates, "lengths": lengths, "matmul_dtypes": matmul_dtypes}
 
 
 if __name__ == "__main__":

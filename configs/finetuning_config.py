@@ -29,6 +29,13 @@ SIZE_RECIPES = {"small": (3e-4, 0.8), "base": (1e-4, 0.8), "large": (5e-5, 0.9)}
 # question-answering task (QA_TASKS and mrqa:<name>), naturalqs too.
 QA_RECIPES = ("original", "every_span_task")
 QA_TASKS = ("squad", "squadv1", "newsqa", "naturalqs", "triviaqa", "searchqa")
+# The dtype of the dense projections' matmul operands (model/matmul.py): "float32", the original's arithmetic, or
+# "bfloat16": each product of the Q/K/V, attention output, FFN, embeddings projection and head dense layers takes
+# bfloat16 operands and its result goes back to float32; weights, GELU, LayerNorm, softmax, dropout, losses and
+# the optimizer stay float32, and the weights save under the same names either way. The fast option on CPUs with
+# AMX or avx512_bf16 (docs/benchmarks.md, "Intel with AMX"). Under a 16-bit compute policy (JAX fine-tuning's
+# --bf16, mixed_bfloat16) the matmuls already take bfloat16 operands and the option changes nothing.
+MATMUL_DTYPES = ("float32", "bfloat16")
 
 
 def gets_qa_recipe(task_name: str, rule: str = "original") -> bool:
@@ -89,6 +96,7 @@ class FinetuningConfig:
     iterations_per_loop: int = 100  # updates per progress line and TensorBoard point
     save_finetuned_models: bool = True
     use_xla: bool = False
+    matmul_dtype: str = "float32"  # MATMUL_DTYPES: "bfloat16" for bfloat16 matmul operands, the rest float32
 
     def __post_init__(self):
         if self.loss_reduction not in LOSS_REDUCTIONS:
@@ -105,6 +113,9 @@ class FinetuningConfig:
         if self.chunk_scorer not in CHUNK_SCORERS:
             raise InputError(f"fine-tuning config: chunk_scorer {self.chunk_scorer!r} is not one of "
                              f"{', '.join(CHUNK_SCORERS)}")
+        if self.matmul_dtype not in MATMUL_DTYPES:
+            raise InputError(f"fine-tuning config: matmul_dtype {self.matmul_dtype!r} is not one of "
+                             f"{', '.join(MATMUL_DTYPES)}")
         if self.layerwise_lr_variant not in LAYERWISE_VARIANTS:
             raise InputError(f"fine-tuning config: layerwise_lr_variant {self.layerwise_lr_variant!r} is not "
                              f"one of {', '.join(LAYERWISE_VARIANTS)}")

@@ -13,6 +13,7 @@ import keras
 from keras import ops
 
 from model.initializers import glorot_uniform
+from model.matmul import Dense
 
 NEG = 1000.0  # the original's additive mask
 
@@ -24,8 +25,8 @@ class ClassificationHead(keras.layers.Layer):
         self.hidden_size = hidden_size
         self.dropout_rate = dropout
         self.dropout = keras.layers.Dropout(dropout, dtype=self.dtype_policy, name="dropout")
-        self.dense = keras.layers.Dense(num_outputs, kernel_initializer=glorot_uniform(), dtype=self.dtype_policy,
-                                        name="dense")
+        self.dense = Dense(num_outputs, kernel_initializer=glorot_uniform(), dtype=self.dtype_policy,
+                           name="dense")
 
     def build(self, input_shape=None):
         self.dense.build((None, self.hidden_size))
@@ -48,8 +49,8 @@ class TaggingHead(keras.layers.Layer):
         super().__init__(**kwargs)
         self.num_outputs = num_outputs
         self.hidden_size = hidden_size
-        self.dense = keras.layers.Dense(num_outputs, kernel_initializer=glorot_uniform(), dtype=self.dtype_policy,
-                                        name="dense")
+        self.dense = Dense(num_outputs, kernel_initializer=glorot_uniform(), dtype=self.dtype_policy,
+                           name="dense")
 
     def build(self, input_shape=None):
         self.dense.build((None, None, self.hidden_size))
@@ -84,8 +85,8 @@ class SpanHead(keras.layers.Layer):
         self.qa_hidden_size = qa_hidden_size
         self.beam_size = beam_size
         def dense(units, name, activation=None):
-            return keras.layers.Dense(units, activation=activation, kernel_initializer=glorot_uniform(),
-                                      dtype=self.dtype_policy, name=name)
+            return Dense(units, activation=activation, kernel_initializer=glorot_uniform(),
+                         dtype=self.dtype_policy, name=name)
 
         self.start_dense = dense(1, "start_logits")
         self.qa_hidden = dense(qa_hidden_size, "qa_hidden", "gelu")

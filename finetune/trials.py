@@ -20,6 +20,7 @@ from finetune.loop import build_optimizer, count_steps
 from finetune.model import FinetuningModel, make_head
 from finetune.pretrained import load_encoder
 from finetune.saved import model_folder_name, save_finetuned_model, set_aside
+from model.matmul import set_matmul_dtype
 
 
 @dataclasses.dataclass
@@ -123,6 +124,7 @@ class TrialRunner:
         encoder = self.load_encoder(self.pretrained)
         model = FinetuningModel(encoder, {t.name: make_head(t, encoder.hidden_size, config, encoder.dtype_policy)
                                           for t in tasks})
+        set_matmul_dtype(model, config.matmul_dtype)  # the encoder and heads' dense products (model/matmul.py)
         trainer = self.trainer_class(model, tasks, build_optimizer(config, self.num_steps, encoder.num_layers),
                                      config)
         reporter = self.reporter_factory(trial) if self.reporter_factory else None

@@ -25,6 +25,10 @@ dropout, called as fn(query, key, value, mask, scale, dropout_rate, seed_generat
 explicit path when the layer trains with attention dropout and is not causal, so that no [batch, heads, seq, seq]
 is kept for the backward pass. The model never imports a backend: training_jax/flash_attention.py provides the
 Pallas kernels and sets it (training_jax.step.use_fused_attention).
+
+`matmul_dtype` (a named option, "float32" by default): the Q/K/V projection's operands in bfloat16 under a float32
+compute dtype, its product cast back (model/matmul.py); the query/key/value Dense layers take it too, although
+project_qkv computes their product itself. The attention's scores and weighted sum are not covered.
 """
 import math
 
@@ -32,6 +36,7 @@ import keras
 from keras import ops
 
 from model.initializers import truncated_normal
+from model.matmul import Dense, check_matmul_dtype, operand_dtype
 
 _MASKED_LOGIT = -1e9  # exp() underflows to exactly 0 in float32, and never overflows
 CAUSAL_DIRECTIONS = ("ltr", "rtl")
@@ -116,13 +121,13 @@ class SelfAttention(keras.layers.Layer):
     (None: fused unless training with attention dropout). `dtype`: the Keras dtype policy of the
     projections; the softmax of the explicit path runs in float32 whatever it is, unless
     `compute_dtype_softmax` (see the module docstring). `causal`: None, "ltr" or "rtl" (see the module docstring).
-    `fused_attention_fn`: see the module docstring.
+    `fused_attention_fn`, `matmul_dtype`: see the module docstring.
     """
 
     fused_attention_fn = None
 
     def __init__(self, hidden_size, num_heads, attention_dropout=0.1, initializer_range=0.02, causal=None,
-                 compute_dtype_softmax=False, **kwargs):
+                 compute_dtype_softmax=False, matmul_dtype="float32", **kwargs):
         kwargs.setdefault("name", "self")
         super().__init__(**kwargs)
         if hidden_size % num_heads:
@@ -131,6 +136,7 @@ class SelfAttention(keras.layers.Layer):
             raise ValueError(f"causal {causal!r} is not one of None, {', '.join(CAUSAL_DIRECTIONS)}")
         self.causal = causal
         self.compute_dtype_softmax = compute_dtype_softmax
+        self._matmul_dtype = check_matmul_dtype(matmul_dtype)
         self.hidden_size = hidden_size
         self.num_heads = num_heads
         self.head_size = hidden_size // num_heads
@@ -138,13 +144,24 @@ class SelfAttention(keras.layers.Layer):
         self.initializer_range = initializer_range
 
         def projection(name):
-            return keras.layers.Dense(hidden_size, kernel_initializer=truncated_normal(initializer_range),
-                                      dtype=self.dtype_policy, name=name)
+            return Dense(hidden_size, kernel_initializer=truncated_normal(initializer_range),
+                         matmul_dtype=matmul_dtype, dtype=self.dtype_policy, name=name)
 
         self.query = projection("query")
         self.key = projection("key")
         self.value = projection("value")
         self.probs_dropout = keras.layers.Dropout(attention_dropout, dtype=self.dtype_policy, name="probs_dropout")
+
+    @property
+    def matmul_dtype(self):
+        return self._matmul_dtype
+
+    @matmul_dtype.setter
+    def matmul_dtype(self, value):
+        """Set on a built layer too (model.matmul.set_matmul_dtype): the three projections follow."""
+        self._matmul_dtype = check_matmul_dtype(value)
+        for dense in (self.query, self.key, self.value):
+            dense.matmul_dtype = value
 
     def build(self, input_shape):
         for dense in (self.query, self.key, self.value):
@@ -162,10 +179,14 @@ class SelfAttention(keras.layers.Layer):
         float32 rounding where a matmul kernel blocks a wider product differently), a third of the
         launches. The variables stay the TF1 checkpoint's query/key/value."""
         dtype = self.compute_dtype
-        kernel = ops.concatenate([ops.cast(dense.kernel, dtype) for dense in (self.query, self.key, self.value)],
+        operand = operand_dtype(self.matmul_dtype, dtype) or dtype  # the kernels cast before they are joined
+        kernel = ops.concatenate([ops.cast(dense.kernel, operand) for dense in (self.query, self.key, self.value)],
                                  axis=-1)
         bias = ops.concatenate([ops.cast(dense.bias, dtype) for dense in (self.query, self.key, self.value)])
-        projected = ops.add(ops.matmul(ops.cast(hidden, dtype), kernel), bias)
+        product = ops.matmul(ops.cast(hidden, operand), kernel)
+        if operand != dtype:
+            product = ops.cast(product, dtype)
+        projected = ops.add(product, bias)
         return tuple(ops.split(projected, 3, axis=-1))  # one split: TF's slice gradients cost 8% of a step
 
     def call(self, hidden, input_mask, training=False, use_fused=None):
@@ -194,5 +215,5 @@ class SelfAttention(keras.layers.Layer):
         config.update(hidden_size=self.hidden_size, num_heads=self.num_heads,
                       attention_dropout=self.attention_dropout,
                       initializer_range=self.initializer_range, causal=self.causal,
-                      compute_dtype_softmax=self.compute_dtype_softmax)
+                      compute_dtype_softmax=self.compute_dtype_softmax, matmul_dtype=self.matmul_dtype)
         return config

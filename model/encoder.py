@@ -10,6 +10,7 @@ from keras import ops
 from model.embeddings import BertEmbeddings
 from model.initializers import glorot_uniform
 from model.layer_scan import scan_layers
+from model.matmul import Dense, matmul_dtype_of
 from model.transformer import TransformerLayer
 
 
@@ -31,13 +32,16 @@ class BertEncoder(keras.Model):
     two-tower generator (model/two_tower.py; docs/reproduction.md#electric).
     `compute_dtype_softmax`: every self-attention's option of that name (model/attention.py; off: the original's
     float32 softmax); training_jax.step.use_compute_dtype_softmax sets it on a built model.
+    `matmul_dtype`: "float32" (the original) or "bfloat16": the operands' dtype of every dense projection's product
+    under a float32 compute dtype (model/matmul.py; ignored under a 16-bit policy); model.matmul.set_matmul_dtype
+    sets it on a built model.
     """
 
     def __init__(self, vocab_size, hidden_size, num_layers, num_heads, intermediate_size,
                  embedding_size=None, max_position_embeddings=512, type_vocab_size=2, dropout=0.1,
                  attention_dropout=0.1, initializer_range=0.02, layer_norm_epsilon=1e-12,
                  embeddings=None, gdes_embeddings=False, causal=None, scan_layers=False, compute_dtype_softmax=False,
-                 name="electra", dtype=None, **kwargs):
+                 matmul_dtype="float32", name="electra", dtype=None, **kwargs):
         super().__init__(name=name, dtype=dtype, **kwargs)
         self.causal = causal
         self.scan_layers = scan_layers
@@ -66,26 +70,27 @@ class BertEncoder(keras.Model):
             initializer_range, layer_norm_epsilon, dtype=self.dtype_policy, name="embeddings")
         self.embeddings_project = None
         if embedding_size != hidden_size:
-            self.embeddings_project = keras.layers.Dense(
-                hidden_size, kernel_initializer=glorot_uniform(), dtype=self.dtype_policy,
+            self.embeddings_project = Dense(
+                hidden_size, kernel_initializer=glorot_uniform(), matmul_dtype=matmul_dtype, dtype=self.dtype_policy,
                 name="embeddings_project")
         self.transformer_layers = [
             TransformerLayer(hidden_size, num_heads, intermediate_size, dropout, attention_dropout,
                              initializer_range, layer_norm_epsilon, causal=causal,
-                             compute_dtype_softmax=compute_dtype_softmax, dtype=self.dtype_policy, name=f"layer_{i}")
+                             compute_dtype_softmax=compute_dtype_softmax, matmul_dtype=matmul_dtype,
+                             dtype=self.dtype_policy, name=f"layer_{i}")
             for i in range(num_layers)
         ]
 
     @classmethod
     def from_model_config(cls, model_config, name="electra", embeddings=None, gdes_embeddings=False,
-                          causal=None, dtype=None):
+                          causal=None, dtype=None, matmul_dtype="float32"):
         """From a configs.model_config.ModelConfig."""
         c = model_config
         return cls(c.vocab_size, c.hidden_size, c.num_layers, c.num_heads, c.intermediate_size,
                    c.embedding_size, c.max_position_embeddings, c.type_vocab_size, c.dropout,
                    c.attention_dropout, c.initializer_range, c.layer_norm_epsilon,
-                   embeddings=embeddings, gdes_embeddings=gdes_embeddings, causal=causal, name=name,
-                   dtype=dtype)
+                   embeddings=embeddings, gdes_embeddings=gdes_embeddings, causal=causal,
+                   matmul_dtype=matmul_dtype, name=name, dtype=dtype)
 
     def build(self, input_shape=None):
         if not self.embeddings.built:
@@ -153,5 +158,6 @@ class BertEncoder(keras.Model):
                       layer_norm_epsilon=self.layer_norm_epsilon, gdes_embeddings=self.gdes_embeddings,
                       causal=self.causal, scan_layers=self.scan_layers,
                       compute_dtype_softmax=any(layer.attention_self.compute_dtype_softmax
-                                                for layer in self.transformer_layers))
+                                                for layer in self.transformer_layers),
+                      matmul_dtype=matmul_dtype_of(self))
         return config

@@ -3,6 +3,7 @@ import keras
 from keras import ops
 
 from model.initializers import glorot_uniform, truncated_normal
+from model.matmul import Dense
 from model.layer_norm import layer_norm
 
 
@@ -42,9 +43,9 @@ class GeneratorHead(keras.layers.Layer):
         self.embedding_size = embedding_size
         self.initializer_range = initializer_range
         self.layer_norm_epsilon = layer_norm_epsilon
-        self.dense = keras.layers.Dense(embedding_size, activation="gelu",
-                                        kernel_initializer=truncated_normal(initializer_range),
-                                        dtype=self.dtype_policy, name="dense")
+        self.dense = Dense(embedding_size, activation="gelu",
+                           kernel_initializer=truncated_normal(initializer_range),
+                           dtype=self.dtype_policy, name="dense")
         self.layer_norm = layer_norm("LayerNorm", layer_norm_epsilon)
 
     def build(self, sequence_shape):
@@ -81,11 +82,11 @@ class DiscriminatorHead(keras.layers.Layer):
         super().__init__(**kwargs)
         self.hidden_size = hidden_size
         self.initializer_range = initializer_range
-        self.dense = keras.layers.Dense(hidden_size, activation="gelu",
-                                        kernel_initializer=truncated_normal(initializer_range),
-                                        dtype=self.dtype_policy, name="dense")
-        self.dense_1 = keras.layers.Dense(1, kernel_initializer=glorot_uniform(), dtype=self.dtype_policy,
-                                          name="dense_1")
+        self.dense = Dense(hidden_size, activation="gelu",
+                           kernel_initializer=truncated_normal(initializer_range),
+                           dtype=self.dtype_policy, name="dense")
+        self.dense_1 = Dense(1, kernel_initializer=glorot_uniform(), dtype=self.dtype_policy,
+                             name="dense_1")
 
     def build(self, sequence_shape):
         self.dense.build(sequence_shape)

@@ -8,6 +8,7 @@ from keras import ops
 
 from model.attention import SelfAttention
 from model.initializers import truncated_normal
+from model.matmul import Dense
 from model.layer_norm import layer_norm
 
 
@@ -17,11 +18,12 @@ class TransformerLayer(keras.layers.Layer):
     `dtype` (a Keras dtype policy) reaches every sublayer but the two LayerNorms, which stay float32.
     `causal`: None, "ltr" or "rtl", the direction of the self-attention (model/attention.py).
     `compute_dtype_softmax`: the self-attention's option of that name (model/attention.py).
+    `matmul_dtype`: the operands' dtype of the Q/K/V, attention output and FFN products (model/matmul.py).
     """
 
     def __init__(self, hidden_size, num_heads, intermediate_size, dropout=0.1, attention_dropout=0.1,
                  initializer_range=0.02, layer_norm_epsilon=1e-12, causal=None, compute_dtype_softmax=False,
-                 **kwargs):
+                 matmul_dtype="float32", **kwargs):
         super().__init__(**kwargs)
         self.causal = causal
         self.hidden_size = hidden_size
@@ -34,16 +36,15 @@ class TransformerLayer(keras.layers.Layer):
         init = truncated_normal(initializer_range)
         self.attention_self = SelfAttention(hidden_size, num_heads, attention_dropout,
                                             initializer_range, causal=causal,
-                                            compute_dtype_softmax=compute_dtype_softmax, dtype=self.dtype_policy,
-                                            name="self")
-        self.attention_output_dense = keras.layers.Dense(hidden_size, kernel_initializer=init,
-                                                         dtype=self.dtype_policy, name="dense")
+                                            compute_dtype_softmax=compute_dtype_softmax, matmul_dtype=matmul_dtype,
+                                            dtype=self.dtype_policy, name="self")
+        self.attention_output_dense = Dense(hidden_size, kernel_initializer=init, matmul_dtype=matmul_dtype,
+                                            dtype=self.dtype_policy, name="dense")
         self.attention_output_layer_norm = layer_norm("LayerNorm", layer_norm_epsilon)
-        self.intermediate_dense = keras.layers.Dense(intermediate_size, activation="gelu",
-                                                     kernel_initializer=init, dtype=self.dtype_policy,
-                                                     name="dense")
-        self.output_dense = keras.layers.Dense(hidden_size, kernel_initializer=init, dtype=self.dtype_policy,
-                                               name="dense")
+        self.intermediate_dense = Dense(intermediate_size, activation="gelu", kernel_initializer=init,
+                                        matmul_dtype=matmul_dtype, dtype=self.dtype_policy, name="dense")
+        self.output_dense = Dense(hidden_size, kernel_initializer=init, matmul_dtype=matmul_dtype,
+                                  dtype=self.dtype_policy, name="dense")
         self.output_layer_norm = layer_norm("LayerNorm", layer_norm_epsilon)
         self.attention_output_dropout = keras.layers.Dropout(dropout, dtype=self.dtype_policy,
                                                              name="attention_output_dropout")
@@ -86,5 +87,6 @@ class TransformerLayer(keras.layers.Layer):
                       attention_dropout=self.attention_dropout,
                       initializer_range=self.initializer_range,
                       layer_norm_epsilon=self.layer_norm_epsilon, causal=self.causal,
-                      compute_dtype_softmax=self.attention_self.compute_dtype_softmax)
+                      compute_dtype_softmax=self.attention_self.compute_dtype_softmax,
+                      matmul_dtype=self.attention_self.matmul_dtype)
         return config

@@ -232,12 +232,9 @@ def test_predict_vs_hf(predict_work_dir, shared_stand_in, monkeypatch, capsys):
         assert_finite_positive(numbers(line.split(":", 1)[1].split("(")[0]))
     assert re.search(r"labels: ONNX Runtime float32 equals TensorFlow on \d+ of 32 sentences", printed), printed
     assert set(table) == {"predict", "train"} and math.isfinite(table["predict"]["ratio"])
-    import keras
-
-    from model import attention
-
-    assert keras.layers.Dense.call.__module__.startswith("keras")  # the probe's patch is gone after its worker
-    assert attention.SelfAttention.project_qkv.__module__ == "model.attention"
+    # the setting reaches the worker's model through the product's option, and only that setting's
+    assert table["train"]["matmul_dtypes"] == {"random": "float32", "random-bf16": "float32",
+                                               "random-bf16-matmuls": "bfloat16"}
 
 
 # ------------------------------------------------------------------------------------------- JAX, one process

@@ -352,7 +352,7 @@ def test_classification_from_csv_end_to_end(data_dir, tmp_path, capsys):
               delimiter="\t")
     run(data_dir, "--task", "reviews", "--train-file", str(tmp_path / "train.csv"), "--dev-file",
         str(tmp_path / "dev.jsonl"), "--test-file", str(tmp_path / "test.tsv"), "--text-fields", "review",
-        "--label-field", "stars", "--do-predict")
+        "--label-field", "stars", "--do-predict", "--matmul-dtype", "bfloat16")  # its saved model loads in float32
     printed = capsys.readouterr().out
     model_dir = data_dir / "models" / "tiny"
     results = json.loads((model_dir / "results" / "reviews_results.json").read_text())
@@ -361,6 +361,7 @@ def test_classification_from_csv_end_to_end(data_dir, tmp_path, capsys):
     assert set(results["trials"][0]["metrics"]) == {"accuracy", "macro_f1"}  # MCC only for two classes
     assert results["task_spec"]["text_fields"] == ["review"] and results["task_spec"]["label_field"] == "stars"
     assert results["config"]["max_seq_length"] == 32 and results["config"]["num_train_epochs"] == 3.0
+    assert results["config"]["matmul_dtype"] == "bfloat16"
     assert "reviews  accuracy" in printed
     lines = (model_dir / "test_predictions" / "trial_1" / "reviews_test.tsv").read_text().splitlines()
     assert lines[0] == "index\tprediction" and [line.split("\t")[0] for line in lines[1:]] == ["a7", "b9"]
@@ -436,6 +437,8 @@ def test_regression_and_tagging_end_to_end(data_dir, tmp_path, capsys):
     (["--task", "mine,other", "--train-file", "{train}", "--dev-file", "{train}"], "describe several with --task-spec"),
     (["--task", "mine", "--task-spec", "{spec}", "--train-file", "{train}"], "either by the flags or by the spec"),
     (["--task", "elsewhere", "--task-spec", "{spec}"], "neither a built-in task nor in --task-spec"),
+    (["--task", "mine", "--train-file", "{train}", "--dev-file", "{train}", "--matmul-dtype", "float16"],
+     "fine-tuning config: matmul_dtype 'float16' is not one of float32, bfloat16"),
 ])
 def test_command_line_faults_are_one_line_exit_2(data_dir, tmp_path, capsys, args, fragment):
     import run_finetuning
