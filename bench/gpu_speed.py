@@ -148,13 +148,14 @@ def variant_overrides(defaults, platform):
 
 
 def log_every():
-    from training_jax.export import LOG_EVERY
+    """The log window of run_pretraining.py's default config (its updates per dispatch divide it)."""
+    from configs.pretraining_config import PretrainingConfig
 
-    return LOG_EVERY
+    return PretrainingConfig.iterations_per_loop
 
 
 def block_steps(settings, platform):
-    """Updates per dispatch as training_jax.pretrain.Run resolves them for the export's log window."""
+    """Updates per dispatch as training_jax.pretrain.Run resolves them for that log window."""
     from training_jax.pretrain import default_block_steps
 
     return settings.steps_per_dispatch or default_block_steps(platform, log_every())

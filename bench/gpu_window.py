@@ -1,39 +1,28 @@
-"""The one command line a GPU window runs: the bounded speed benchmark first, then the time-boxed run.
+"""The one command line a GPU window runs: the bounded speed benchmark first, then the product's three commands.
 
-    python -m bench.gpu_window [--export jax_export]     # prints the line to give the device tool (timeout 600 s)
+    python -m bench.gpu_window     # prints the line to give the device tool (timeout 600 s; docs/jax_gpu.md)
 
 A window is one call of at most 10 minutes, rare, so the line is built to bring back whatever finished when it is
 cut short: bench.gpu_speed writes each row to $OUT/bench/gpu_speed.jsonl the moment it is measured and stays inside
-its --max-seconds; then training_jax.run (the product's own device line, training_jax.run.device_line) pretrains
-with the GPU's defaults (mixed_bfloat16 and every proven speed option: training_jax.speed_settings) and fine-tunes,
-inside its --minutes, writing $OUT as it goes. A failed benchmark does not stop the run (`;`, not `&&`).
-
-What comes back fits the device tool's limits (8 files, 16 MiB each, 2 folders down): the benchmark's one jsonl
-file and the run's at most 6 at electra_small without --also-mlm (two archive parts, metrics.jsonl, results.json,
-run.json). The time: about 150 s of benchmark, then the run's minutes and its ~20 s of collecting, inside the
-call's 600 s with half a minute to spare. tests/test_jax_run.py runs this line (with a micro model's arguments in
-place of the two defaults) under the GPU image's Python stand-in.
-
---product prints the window as the product's own commands instead (product_line; docs/jax_gpu.md, "The GPU
-window through the three commands"): the same benchmark, then `run_pretraining.py --max-minutes` on the carried
-dataset folder (built here with build_pretraining_dataset.py --compression gzip: 47 MB for the four shared
-Wikipedia shards), the model exported to $OUT as Hugging Face float16 weights (`checkpoints.export --format hf
---dtype float16`) cut into parts for the copy limit by tar and split, then `run_finetuning.py --each-task` on the
-carried GLUE files inside a `timeout`, and the model folder's small files (metrics, results, TensorBoard, configs)
-in one tar. Nothing of training_jax.export, finetune.arrays or training_jax.run is used; the random control and
-the MLM baseline of the time-boxed run are the studies' (a control needs no pretraining: it can be fine-tuned
-anywhere). tests/test_gpu_window_product.py runs this line under the stand-in.
+its --max-seconds; then `run_pretraining.py --max-minutes` on the carried dataset folder (built here with
+build_pretraining_dataset.py --compression gzip: 47 MB for the four shared Wikipedia shards), the model exported to
+$OUT as Hugging Face float16 weights (`checkpoints.export --format hf --dtype float16`) cut into parts for the copy
+limit by tar and split, then `run_finetuning.py --each-task` on the carried GLUE files inside a `timeout`, and the
+model folder's small files (metrics, results, TensorBoard, configs) in one tar. A failed step does not stop the next
+(`;`, not `&&`). The random control needs no pretraining: it can be fine-tuned anywhere. What comes back fits the
+device tool's limits (8 files, 16 MiB each). tests/test_gpu_window_product.py runs this line under the GPU image's
+Python stand-in. (The studies' own window, with their MLM baseline, is studies/device_path/window.py.)
 """
 import argparse
 import json
 import shlex
 
-from training_jax.run import DEVICE_PRELUDE, device_line
-
 BENCH_SECONDS = 150.0  # the benchmark's whole-run bound (bench.gpu_speed --max-seconds)
-RUN_MINUTES = 6.5  # the time-boxed run after it: 150 s + 390 s + ~20 s of collecting < 600 s
-FINETUNE_MINUTES = 2.0  # of the run's minutes, for the five tasks x two models (issue 42's 90 s goal + compiles)
 BENCH_OUT = "$OUT/bench"
+WHEELS_DIR = ".whl"  # carried: the wheels the image lacks (keras, namex, optree, ...), installed first
+DEVICE_PRELUDE = ("python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "
+                  f"{WHEELS_DIR}/site {WHEELS_DIR}/*.whl && export PYTHONPATH=$PWD/{WHEELS_DIR}/site KERAS_BACKEND=jax "
+                  "|| exit;")
 
 
 def bench_command(bench_args=None):
@@ -42,16 +31,7 @@ def bench_command(bench_args=None):
     return f"PYTHONUNBUFFERED=1 python3 -m bench.gpu_speed --out {BENCH_OUT} {args}"
 
 
-def window_line(export="jax_export", bench_args=None, run_args=None):
-    """The whole window: the product's device line (its wheel prelude, then training_jax.run) with the benchmark
-    put between the prelude and the run. `bench_args` / `run_args` replace the defaults (a test's micro sizes)."""
-    line = device_line(export, minutes=RUN_MINUTES)
-    prelude, run = line.split(" python3 -m training_jax.run ", 1)
-    run = "python3 -m training_jax.run " + run + f" --finetune-minutes {FINETUNE_MINUTES:g}"
-    return f"{prelude} {bench_command(bench_args)}; PYTHONUNBUFFERED=1 {run}{' ' + run_args if run_args else ''}"
-
-
-# The window through the product's commands (--product): what a user with a GPU types, in one call.
+# The window through the product's commands: what a user with a GPU types, in one call.
 WINDOW_DATA = "window"  # carried: <WINDOW_DATA>/pretrain_tfrecords (gzip shards) and <WINDOW_DATA>/glue
 WINDOW_MODEL = "electra_small"
 WINDOW_TASKS = "rte,mrpc,cola,sts,sst"  # fewest updates first: a fine-tuning cut by its timeout keeps the most tasks
@@ -91,12 +71,10 @@ def product_line(data=WINDOW_DATA, model=WINDOW_MODEL, tasks=WINDOW_TASKS, bench
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--export", default="jax_export", help="the export folder, as copied into the repository")
     parser.add_argument("--product", action="store_true",
-                        help="the window as the product's commands (run_pretraining.py, checkpoints.export, "
-                             f"run_finetuning.py) on the carried folder {WINDOW_DATA}/")
-    args = parser.parse_args(argv)
-    print(product_line() if args.product else window_line(args.export))
+                        help="accepted for the lines written before it was the default: the same line")
+    parser.parse_args(argv)
+    print(product_line())
 
 
 if __name__ == "__main__":

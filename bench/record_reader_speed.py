@@ -1,5 +1,5 @@
 """How fast data.record_reader (NumPy alone) reads pretraining shards into arrays, beside tf.data (the product's
-evaluation reader, data.tfrecords.pretraining_dataset, what training_jax.export reads with): MB/s of shard
+evaluation reader, data.tfrecords.pretraining_dataset, what studies.device_path.export reads with): MB/s of shard
 bytes and the ratio, in one process, each the best of --repeats runs from the page cache.
 
     python -m bench.record_reader_speed [--dataset DIR/pretrain_tfrecords] [--synthetic-mb 100] [--repeats 3]

@@ -1,5 +1,5 @@
 """Analytic FLOPs of one pretraining step of a PretrainingConfig (matmuls only, 2·m·n·k each; backward = 2 ×
-forward): the product's unit of compute (training_jax.run's equal-FLOPs MLM baseline and run.json's FLOPs,
+forward): the product's unit of compute (studies.device_path.run's equal-FLOPs MLM baseline and run.json's FLOPs,
 the GLUE-against-FLOPs figure). The method, and a check against the traced model, are in bench/flops.py."""
 import dataclasses
 

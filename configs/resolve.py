@@ -2,7 +2,7 @@
 
 The dataset's metadata.json decides the vocabulary size, special-token ids, casing and sequence length;
 --hparams that contradict it stop the run with one line (InputError → exit 2) before anything is written.
-run_pretraining.py, the JAX export (training_jax.export) and the studies all start from `resolve_run`, so
+run_pretraining.py, the JAX export (studies.device_path.export) and the studies all start from `resolve_run`, so
 that a run means the same thing on every backend. Whether a model folder may be resumed with it is the
 storage layer's question (storage/resume.py).
 """

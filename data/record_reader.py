@@ -411,7 +411,7 @@ def _concatenate(parts, max_seq_length, limit=None):
 def read_examples(dataset_dir, metadata: Optional[Dict], files: Optional[Sequence[str]] = None,
                   limit: Optional[int] = None) -> Dict[str, np.ndarray]:
     """{input_ids, input_mask, segment_ids} int32 arrays of the files' examples in file order, at most `limit`:
-    what training_jax.export.read_examples reads with tf.data (the evaluation reader), without TensorFlow."""
+    what studies.device_path.export.read_examples reads with tf.data (the evaluation reader), without TensorFlow."""
     metadata = metadata if metadata is not None else load_metadata(dataset_dir)
     files = files_with_examples(dataset_dir, metadata, files)
     return _concatenate(_read_shards(metadata, files, limit), metadata["max_seq_length"], limit)

@@ -124,8 +124,8 @@ def run_script_under_jax(script, repo_root, timeout=300, xla_flags=JAX_QUICK_XLA
 
 def export_tiny_run(tmp_path, steps=12, checkpoints=2):
     """A 1-layer micro model (it compiles fastest under JAX) on a tiny dataset, exported by the product's
-    training_jax.export as the arm "electra": the export folder."""
-    from training_jax.export import export_pretraining
+    studies.device_path.export as the arm "electra": the export folder."""
+    from studies.device_path.export import export_pretraining
 
     build_tiny_dataset(tmp_path / "data", max_seq_length=32, num_shards=2)
     hparams = {"model_size": "electra_small", "model_hparam_overrides": {**MICRO_MODEL, "num_layers": 1},

@@ -25,6 +25,7 @@ HERE = "tests/test_bench_modules.py"
 
 # bench module -> the test that runs it
 COVERED_BY = {
+    "bf16_dev_score": HERE,
     "build_speed": HERE,
     "checkpoint_write_cpu": HERE,
     "dense_grad_cpu": "tests/test_bench_dense_grad.py",
@@ -34,14 +35,13 @@ COVERED_BY = {
     "finetune_threads": HERE,
     "flops": "tests/test_bench_flops.py",
     "gpu_speed": "tests/test_bench_gpu_speed.py",
-    "gpu_window": "tests/test_jax_run.py",
+    "gpu_window": "tests/test_gpu_window_product.py",
     "jax_startup": HERE,
     "predict_vs_hf": HERE,
     "pretrain_step_cpu": HERE,
     "pretrain_step_gpu": "tests/test_bench_gpu_speed.py",
     "profile_step_cpu": "tests/test_bench_profile.py",
     "record_reader_speed": "tests/test_record_reader.py",
-    "returned_sizes": HERE,
     "step_hlo_cpu": HERE,
     "worker_process": HERE,  # run_worker's side here; its real worker processes: tests/test_bench_dense_grad.py
 }
@@ -124,13 +124,14 @@ def test_pretrain_step_cpu(monkeypatch, capsys):
     from bench import pretrain_step_cpu, worker_process
 
     workers_here(monkeypatch, worker_process)
-    pretrain_step_cpu.main(["--variants", "tf-fp32", "--no-peak", "--batch-size", "2", "--seq-length", "16",
-                            "--steps", "1", "--warmup", "1", "--threads", "1", "--model-size", "electra_tiny",
+    pretrain_step_cpu.main(["--variants", "tf-fp32,tf-fp32-bf16mm", "--no-peak", "--batch-size", "2", "--seq-length",
+                            "16", "--steps", "1", "--warmup", "1", "--threads", "1", "--model-size", "electra_tiny",
                             "--model-hparams", json.dumps(MICRO_ONE_LAYER)])
     printed = capsys.readouterr().out
-    row = table_row(printed, "tf-fp32")
-    assert_finite_positive(numbers(row["first step s"] + " " + row["sequences/s"] + " " + row["tokens/s"]))
-    assert row["× HF fp32"] == row["× HF bf16"] == "n/a" and "[tf-fp32] done" in printed
+    for variant in ("tf-fp32", "tf-fp32-bf16mm"):
+        row = table_row(printed, variant)
+        assert_finite_positive(numbers(row["first step s"] + " " + row["sequences/s"] + " " + row["tokens/s"]))
+        assert row["× HF fp32"] == row["× HF bf16"] == "n/a" and f"[{variant}] done" in printed
 
 
 def test_checkpoint_write_cpu(tmp_path, capsys):
@@ -237,11 +238,43 @@ def test_predict_vs_hf(predict_work_dir, shared_stand_in, monkeypatch, capsys):
                                                "random-bf16-matmuls": "bfloat16"}
 
 
+def test_bf16_dev_score(tmp_path, shared_stand_in, monkeypatch, capsys):
+    """Both fine-tunes (run_finetuning.main here, a 1-layer micro model in place of electra_small, 2 updates) and
+    the four dev evaluations."""
+    import subprocess
+
+    import run_finetuning
+    from bench import bf16_dev_score
+    from bench.predict_vs_hf import MODEL_NAME
+    from tests.checkpoint_fixtures import micro_model_folder
+
+    def here(command, **options):
+        assert command[1:3] == ["-m", "run_finetuning"], command
+        run_finetuning.main(command[3:])
+        return subprocess.CompletedProcess(command, 0, "", "")
+
+    monkeypatch.setattr(bf16_dev_score, "subprocess", types.SimpleNamespace(run=here))
+    monkeypatch.setenv("ELECTRA_SHARED_DATA", str(shared_stand_in))
+    work = tmp_path / "work"
+    micro_model_folder(work / "random", shared_stand_in / "vocab" / "bert-base-uncased-vocab.txt", step=1,
+                       name=MODEL_NAME, num_layers=1)
+    bf16_dev_score.main(["--work-dir", str(work), "--hparams", json.dumps({"max_train_steps": 2, "max_seq_length": 32,
+                                                                           "train_batch_size": 8})])
+    printed = capsys.readouterr().out
+    for setting in ("float32", "bfloat16"):
+        assert re.search(rf"matmul_dtype {setting}: dev accuracy {NUMBER} after 2 updates", printed), printed
+        assert re.search(rf"trained with {setting}: accuracy float32 {NUMBER}, bfloat16 operands {NUMBER}; labels "
+                         r"agree on \d+ of 32", printed), printed
+    config = json.loads((work / "bfloat16" / "models" / MODEL_NAME / "results" / "sst_results.json").read_text())
+    assert config["config"]["matmul_dtype"] == "bfloat16"
+
+
 # ------------------------------------------------------------------------------------------- JAX, one process
 JAX_SCRIPT = textwrap.dedent('''
     import contextlib, io, json, sys, types
     sys.modules["tensorflow"] = None
-    from bench import jax_startup, returned_sizes, step_hlo_cpu, worker_process
+    from bench import jax_startup, step_hlo_cpu, worker_process
+    from studies.device_path import returned_sizes  # the device path's sizes: a study's, run in this JAX process
     from tests.helpers import run_module_here
 
     worker_process.subprocess = types.SimpleNamespace(run=run_module_here)  # the three builds in this process

@@ -1,6 +1,7 @@
-"""training_jax.pretrain on every local device and over several processes: 8 virtual CPU devices train what 1 device
-trains at the same global batch (training_jax.data_parallel), the compiled step all-reduces across them, and two
-processes of 4 devices each (jax.distributed on localhost, as two hosts would) train what one process of 8 trains."""
+"""run_pretraining.py under JAX on every local device and over several processes: 8 virtual CPU devices train what 1
+device trains at the same global batch (training_jax.data_parallel), the compiled step all-reduces across them, and
+two processes of 4 devices each (jax.distributed on localhost, as two hosts would) train what one process of 8
+trains. Each run is the product's command on one dataset folder, into <data-dir>/models/<name>."""
 import json
 import os
 import pathlib
@@ -12,36 +13,51 @@ import numpy as np
 import pytest
 
 from storage.checkpoint_bundle import read_model_weights
-from tests.helpers import JAX_QUICK_XLA_FLAGS, export_tiny_run
+from tests.helpers import JAX_QUICK_XLA_FLAGS, MICRO_MODEL, build_tiny_dataset
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
-STEPS, BATCH = 4, 8
+STEPS, BATCH = 4, 8  # the global batch: 1 row per device on 8
+HPARAMS = {"model_size": "electra_small", "model_hparam_overrides": {**MICRO_MODEL, "num_layers": 1},
+           "train_batch_size": BATCH, "eval_batch_size": 4, "num_eval_steps": 2, "num_train_steps": STEPS,
+           "num_warmup_steps": 1, "learning_rate": 5e-4, "do_eval": True, "iterations_per_loop": 2,
+           "save_checkpoints_steps": STEPS}
+# TensorFlow unimportable, as on a GPU machine without it; then run_pretraining.py as a user types it
+LAUNCH = ('import sys, runpy; sys.modules["tensorflow"] = None; sys.argv = ["run_pretraining.py"] + sys.argv[1:]; '
+          'runpy.run_path("run_pretraining.py", run_name="__main__")')
 
 SCRIPT = textwrap.dedent('''
-    import contextlib, io, json, sys
+    import contextlib, io, json, pathlib, sys
     sys.modules["tensorflow"] = None
     import jax
-    from training_jax import pretrain
     from common.errors import InputError
+    from configs.resolve import resolve_run
+    from training_jax import from_dataset
 
-    export, root = sys.argv[1], sys.argv[2]
+    data_dir, hparams = sys.argv[1], sys.argv[2]
     results = {"local_devices": len(jax.local_devices())}
+
+    def flags(name, devices):
+        return ["--data-dir", data_dir, "--model-name", name, "--hparams", hparams, "--devices", str(devices),
+                "--steps-per-dispatch", "2"]
+
     for devices in (1, 8):
-        flags = ["--export", export, "--model", "electra", "--out", f"{root}/d{devices}", "--state-dir",
-                 f"{root}/d{devices}_state", "--devices", str(devices), "--steps-per-dispatch", "2"]
         with contextlib.redirect_stdout(io.StringIO()) as printed:
-            results[f"outcome{devices}"] = pretrain.main(flags)
+            results[f"outcome{devices}"] = from_dataset.main(flags(f"d{devices}", devices))
         results[f"log{devices}"] = printed.getvalue()
-    run = pretrain.Run(pretrain.parse_args(["--export", export, "--model", "electra", "--out", f"{root}/hlo",
-                                            "--devices", "8", "--steps-per-dispatch", "2"]))
+
+    def opened(name, devices):  # the run the command would train, not trained
+        args = from_dataset.parse_args(flags(name, devices))
+        resolved = resolve_run(args.model_name, args.hparams, args.data_dir)
+        return from_dataset.open_run(args, resolved, pathlib.Path(resolved.config.model_dir) / "jax_work")
+
+    run = opened("hlo", 8)
     import numpy as np
     indices = run.placement.put_indices(np.zeros((2, run.config.train_batch_size), "int32"))
     compiled = run.train_fn.lower(run.state, run.stats_sum, run.train_examples, indices, run.schedule_steps).compile()
     results["all_reduces"] = compiled.as_text().count("all-reduce(")
     results["record_devices"] = run.run_record()["devices"]
     try:
-        pretrain.Run(pretrain.parse_args(["--export", export, "--model", "electra", "--out", f"{root}/odd",
-                                          "--devices", "3"]))
+        opened("odd", 3)
         results["odd"] = None
     except InputError as error:
         results["odd"] = str(error)
@@ -58,20 +74,15 @@ def jax_environment(devices, **extra):
 def runs(tmp_path_factory):
     """(the runs' folder, the script's results): 1 device, 8 devices and the 8-device checks in one process; then
     the same run as two processes of 4 devices (into <runs>/p2)."""
-    tmp_path = tmp_path_factory.mktemp("data_parallel")
-    export = export_tiny_run(tmp_path, steps=STEPS, checkpoints=1)
-    config_path = export / "config_electra.json"
-    config = json.loads(config_path.read_text())
-    config["train_batch_size"] = BATCH  # the global batch, 1 row per device on 8
-    config_path.write_text(json.dumps(config))
-    root = tmp_path / "runs"
-    completed = subprocess.run([sys.executable, "-c", SCRIPT, str(export), str(root)], cwd=REPO_ROOT,
+    data_dir = tmp_path_factory.mktemp("data_parallel") / "data"
+    build_tiny_dataset(data_dir, max_seq_length=32, num_shards=2)
+    completed = subprocess.run([sys.executable, "-c", SCRIPT, str(data_dir), json.dumps(HPARAMS)], cwd=REPO_ROOT,
                                env=jax_environment(8), capture_output=True, text=True, timeout=600)
     lines = [line for line in completed.stdout.splitlines() if line.startswith("RESULTS")]
     assert completed.returncode == 0 and lines, completed.stderr[-3000:]
     results = json.loads(lines[-1][len("RESULTS"):])
-    results["two_processes"] = two_processes(export, root)
-    return root, results
+    results["two_processes"] = two_processes(data_dir)
+    return data_dir / "models", results
 
 
 def free_port():
@@ -82,11 +93,11 @@ def free_port():
         return listener.getsockname()[1]
 
 
-def two_processes(export, root):
-    """training_jax.pretrain as two processes of 4 devices each, coordinated on localhost through the environment
-    variables a cluster would set; their exit codes and outputs."""
-    command = [sys.executable, "-m", "training_jax.pretrain", "--export", str(export), "--model", "electra", "--out",
-               str(root / "p2"), "--state-dir", str(root / "p2_state"), "--steps-per-dispatch", "2"]
+def two_processes(data_dir):
+    """run_pretraining.py as two processes of 4 devices each, coordinated on localhost through the environment
+    variables a cluster would set, into the model folder p2; their exit codes and outputs."""
+    command = [sys.executable, "-c", LAUNCH, "--data-dir", str(data_dir), "--model-name", "p2", "--hparams",
+               json.dumps(HPARAMS), "--steps-per-dispatch", "2"]
     address = f"127.0.0.1:{free_port()}"
     processes = [subprocess.Popen(command, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                   env=jax_environment(4, JAX_COORDINATOR_ADDRESS=address, JAX_NUM_PROCESSES="2",
@@ -141,4 +152,4 @@ def test_two_processes_train_what_one_process_of_as_many_devices_trains(runs):
     records = [json.loads(line) for line in (root / "p2" / "metrics.jsonl").read_text().splitlines()]
     steps = [r["step"] for r in records if r["split"] == "train"]
     assert steps == sorted(set(steps)) and records[-1]["split"] == "run" and records[-1]["devices"] == 8
-    assert (root / "p2_state.process-1").is_dir() and (root / "p2_state").is_dir()
+    assert (root / "p2" / "jax_work.process-1" / "state").is_dir() and (root / "p2" / "jax_work" / "state").is_dir()

@@ -1,12 +1,12 @@
-"""python -m training_jax.glue_vs_flops: the GPU runs' GLUE scores against their pretraining FLOPs, from what a
-time-boxed run (training_jax.run) and the two-call plan brought back; the paper's points counted the same way."""
+"""python -m studies.device_path.glue_vs_flops: the GPU runs' GLUE scores against their pretraining FLOPs, from what a
+time-boxed run (studies.device_path.run) and the two-call plan brought back; the paper's points counted the same way."""
 import json
 
 import pytest
 
 from configs import flops
 from configs.pretraining_config import PretrainingConfig
-from training_jax import glue_vs_flops
+from studies.device_path import glue_vs_flops
 
 SMALL = {"model_size": "electra_small", "train_batch_size": 128, "max_seq_length": 128}
 
@@ -17,7 +17,7 @@ def results(task, metric, median, trials=1):
 
 
 def write_product_run(folder):
-    """What python -m training_jax.run --also-mlm brings back, the files the figure reads."""
+    """What python -m studies.device_path.run --also-mlm brings back, the files the figure reads."""
     folder.mkdir(parents=True)
     per_step = flops.train_flops_per_step(PretrainingConfig.create(SMALL))
     record = {"config": SMALL, "steps": 300, "total_steps": 1300, "total_flops": 1300 * per_step, "device": "gpu X",

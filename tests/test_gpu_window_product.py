@@ -58,8 +58,8 @@ def test_the_printed_line_is_the_documented_one_and_benchmarks_first(capsys):
     assert "training_jax" not in line and "--compression" not in line  # the product's commands alone
     micro = product_line(bench_args=MICRO_BENCH, benchmark=True)
     assert bench_command(MICRO_BENCH) in micro
-    main(["--product"])
-    assert capsys.readouterr().out.strip() == line  # what `python -m bench.gpu_window --product` prints
+    main([])
+    assert capsys.readouterr().out.strip() == line  # what `python -m bench.gpu_window` prints
 
 
 def test_what_comes_back_fits_the_device_tools_limits(window):

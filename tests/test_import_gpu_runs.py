@@ -7,7 +7,6 @@ import json
 import pathlib
 import shutil
 import time
-import types
 
 import numpy as np
 import pytest
@@ -28,11 +27,10 @@ class MeasuredRun:
     def __init__(self, export, arm):
         from configs.pretraining_config import PretrainingConfig
 
-        from training_jax.export_file import read_export_file
+        from studies.device_path.pretrain_export import plan_from_export
 
-        self.args = types.SimpleNamespace(export=export, model=arm)
-        self.plan = read_export_file(export)
-        self.config = PretrainingConfig.load(export / self.plan["models"][arm]["config_file"])
+        self.plan = plan_from_export(export, arm)
+        self.config = PretrainingConfig.load(self.plan.config_file)
         self.block_steps = 1
 
     def compile_and_time_evaluation(self):
@@ -124,14 +122,14 @@ def assert_folder_holds(folder, results, step):
 
 
 def import_jax_args(plan, export, results, step, data_dir, name):
-    """checkpoints.import_jax's arguments for the study export's ELECTRA model (the study reads the shared vocabulary)."""
+    """studies.device_path.import_jax's arguments for the study export's ELECTRA model (the study reads the shared vocabulary)."""
     return ["--export", str(export), "--model", "electra", "--weights", str(results / "electra" / f"weights-{step}.npz"),
             "--vocab-file", str(plan.shared_data / "vocab" / "bert-base-uncased-vocab.txt"),
             "--data-dir", str(data_dir), "--model-name", name]
 
 
 def test_a_run_sized_shorter_than_planned_imports_through_the_study_and_import_jax(device_runs, tmp_path, capsys):
-    from checkpoints import import_jax
+    from studies.device_path import import_jax
     from common.errors import InputError
     from studies.rtd_vs_mlm import cli, device
 
@@ -161,7 +159,7 @@ def test_a_run_sized_shorter_than_planned_imports_through_the_study_and_import_j
 def test_an_older_run_record_imports_saying_so_and_another_config_is_refused(device_runs, tmp_path, capsys):
     """An older trainer wrote the exported config into the record of a sized run (the H200's file): the
     import takes it when only the sizing's step counts differ; one setting more is another run."""
-    from checkpoints import import_jax
+    from studies.device_path import import_jax
     from common.errors import InputError
     from configs.pretraining_config import PretrainingConfig
     from studies.rtd_vs_mlm import device
@@ -194,7 +192,7 @@ def test_an_older_run_record_imports_saying_so_and_another_config_is_refused(dev
 
 
 def test_a_run_stopped_at_its_hard_limit_imports_its_newest_weights(device_runs, tmp_path, capsys):
-    from checkpoints import import_jax
+    from studies.device_path import import_jax
     from studies.rtd_vs_mlm import device
 
     plan, export, outs = device_runs
@@ -278,7 +276,7 @@ def test_the_h200_weights_import_match_jax_and_finetune_mrpc(h200_run, shared_da
     the run record (the exported, unsized one, as that trainer wrote it): TensorFlow's discriminator outputs
     are JAX's on the same float16 weights, and run_finetuning.py fine-tunes MRPC from the folder."""
     import run_finetuning
-    from checkpoints import import_jax
+    from studies.device_path import import_jax
     from data.tokenization import load_tokenizer
     from tests.checkpoint_fixtures import sst2_batch
 

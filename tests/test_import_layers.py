@@ -121,6 +121,15 @@ def test_the_product_imports_no_benchmark_study_or_test_and_storage_sits_below_i
     assert offenders == []
 
 
+def test_the_benchmarks_import_no_study():
+    """Benchmarks measure the product; the studies may use them (the FLOP count, the window's benchmark), not the
+    other way (studies/README.md), so a study's code moving never breaks a benchmark."""
+    offenders = [f"{path.relative_to(REPO_ROOT)}:{line} imports {target}"
+                 for path in sorted((REPO_ROOT / "bench").glob("*.py"))
+                 for line, target in imported_names(path) if target == "studies" or target.startswith("studies.")]
+    assert offenders == []
+
+
 def test_no_import_cycle_among_the_studies_benchmarks_and_tests():
     graph = import_graph(PRODUCT + NOT_PRODUCT)
     assert any(package(module) == "studies" for module in graph)  # the walk found the studies

@@ -20,7 +20,7 @@ PIECES_SCRIPT = textwrap.dedent('''
     import contextlib, io, json, sys
     sys.modules["tensorflow"] = None  # as on the accelerator machines: any use of TensorFlow fails
     import jax
-    from training_jax import pretrain
+    from studies.device_path import pretrain_export as pretrain
 
     study, root = sys.argv[1], sys.argv[2]
 
@@ -53,7 +53,7 @@ PIECES_SCRIPT = textwrap.dedent('''
     results["lost"] = piece("pieces", "--pause-at-step", "2")
 
     # One block with every implicit transfer forbidden: only the explicitly placed indices cross.
-    guarded = pretrain.Run(pretrain.parse_args(["--export", study, "--model", "electra", "--out", f"{root}/guarded",
+    guarded = pretrain.open_run(pretrain.parse_args(["--export", study, "--model", "electra", "--out", f"{root}/guarded",
                                                 "--steps-per-dispatch", "4"]))
     state, stats, _ = guarded.train_steps(guarded.state, guarded.stats_sum)  # compiled outside the guard
     with jax.transfer_guard("disallow"):
@@ -63,7 +63,7 @@ PIECES_SCRIPT = textwrap.dedent('''
 
     # The GPU's settings as the command line gives them on this CPU: bfloat16 compute, bf16 attention on every
     # attention layer, the flat update, the bits from rbg; the run record names them.
-    optioned = pretrain.Run(pretrain.parse_args(["--export", study, "--model", "electra", "--out", f"{root}/optioned",
+    optioned = pretrain.open_run(pretrain.parse_args(["--export", study, "--model", "electra", "--out", f"{root}/optioned",
                                                  "--precision", "mixed_bfloat16", "--bf16-attention", "--prng", "rbg",
                                                  "--flat-update"]))
     layers = [layer.attention_self for encoder in optioned.model.encoders() for layer in encoder.transformer_layers]
@@ -123,22 +123,16 @@ def test_the_gpu_speed_options_reach_the_model_and_the_random_bits(pieces_run):
     assert sorted(recorded["chosen"]) == ["bf16_attention", "flat_update", "precision", "prng"]
 
 
-def test_the_dry_run_prints_the_gpu_settings_without_building_anything(pieces_run, tmp_path, capsys):
-    """On a GPU the step computes in bfloat16 with every proven option on; on this CPU the original's float32."""
-    from training_jax import pretrain, run
+def test_the_studies_dry_run_prints_the_gpu_settings_without_building_anything(pieces_run, tmp_path, capsys):
+    """The device path's dry runs resolve what run_pretraining.py's does (tests/test_run_pretraining_jax.py checks
+    the settings themselves), from an export's config, with a flag passed through."""
+    from studies.device_path import pretrain_export as pretrain, run
 
     export = pieces_run[0]
-    common = ["--export", str(export), "--model", "electra", "--out", str(tmp_path / "never"), "--dry-run"]
-    gpu = pretrain.main(common + ["--platform", "gpu"])
+    gpu = pretrain.main(["--export", str(export), "--model", "electra", "--out", str(tmp_path / "never"), "--dry-run",
+                         "--platform", "gpu"])
     assert (gpu.precision, gpu.prng, gpu.flat_update, gpu.bf16_attention) == ("mixed_bfloat16", "rbg", True, True)
-    assert (gpu.scan_layers, gpu.fused_attention, gpu.steps_per_dispatch) == (False, False, 0)  # not yet measured
-    cpu = pretrain.main(common + ["--platform", "cpu"])
-    assert (cpu.precision, cpu.prng, cpu.flat_update, cpu.bf16_attention) == ("float32", "threefry2x32", False, False)
-    assert pretrain.main(common + ["--platform", "gpu", "--precision", "float32"]).bf16_attention is False
-    printed = capsys.readouterr().out
-    assert "platform gpu: precision mixed_bfloat16 (default); prng rbg (default); flat update on (default); " \
-           "bf16 attention on (default)" in printed
-    assert "platform gpu: precision float32; " in printed
+    assert "pretraining electra: platform gpu: precision mixed_bfloat16 (default)" in capsys.readouterr().out
     assert not (tmp_path / "never").exists()
 
     run.main(["--export", str(export), "--out", str(tmp_path / "OUT"), "--dry-run", "--platform", "gpu",

@@ -1,5 +1,5 @@
-"""The JAX path as a product, with no study: training_jax.export here, training_jax.pretrain under JAX
-without TensorFlow (its --out a model folder TensorFlow's readers take as it is), checkpoints.import_jax back
+"""The JAX path as a product, with no study: studies.device_path.export here, training_jax.pretrain under JAX
+without TensorFlow (its --out a model folder TensorFlow's readers take as it is), studies.device_path.import_jax back
 here (a copy and a check), then run_finetuning.py on the imported folder."""
 import json
 import pathlib
@@ -14,7 +14,7 @@ REPO = pathlib.Path(__file__).resolve().parents[1]
 PRETRAIN = '''
 import sys
 sys.modules["tensorflow"] = None  # as on a GPU machine without TensorFlow: any use of it fails
-from training_jax import pretrain
+from studies.device_path import pretrain_export as pretrain
 outcome = pretrain.main(["--export", EXPORT, "--model", "micro", "--out", RUNS])
 print("RESULTS" + __import__("json").dumps({"outcome": outcome}))
 '''
@@ -22,7 +22,7 @@ print("RESULTS" + __import__("json").dumps({"outcome": outcome}))
 
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory):
-    from training_jax import export
+    from studies.device_path import export
 
     root = tmp_path_factory.mktemp("jax_product")
     build_tiny_dataset(root / "data", max_seq_length=32, num_shards=2)
@@ -36,7 +36,7 @@ def exported(tmp_path_factory):
 
 def test_export_train_import_then_finetune_with_tensorflow(exported):
     import run_finetuning
-    from checkpoints import import_jax
+    from studies.device_path import import_jax
     from pretrain.loaded_folder import load_model_folder
     from storage.checkpoint_bundle import read_model_weights
 
@@ -74,7 +74,7 @@ def test_export_train_import_then_finetune_with_tensorflow(exported):
 
 
 def test_import_refuses_what_does_not_match(exported, tmp_path, capsys):
-    from checkpoints import import_jax
+    from studies.device_path import import_jax
     from common.errors import InputError
     from storage.checkpoint_bundle import write_model_weights
 

@@ -75,8 +75,8 @@ def test_training_jax_has_no_study_or_arm_in_its_options_files_or_names():
 
 
 def test_the_old_options_are_gone(capsys):
-    from checkpoints import import_jax
-    from training_jax import pretrain
+    from studies.device_path import import_jax
+    from studies.device_path import pretrain_export as pretrain
 
     new = pretrain.parse_args(["--export", "e", "--model", "m", "--out", "o"])
     assert (new.export, new.model) == (pathlib.Path("e"), "m")
@@ -96,7 +96,7 @@ def test_the_old_options_are_gone(capsys):
 
 def test_an_old_export_reads_as_a_new_one(tmp_path):
     from common.errors import InputError
-    from training_jax import export_file
+    from studies.device_path import export_file
 
     record = {"log_every": 1, "eval_every": {"electra": 2}, "models": {"electra": {"config_file": "c.json"}},
               "fit": {"models": ["electra"], "budgets": 2}}

@@ -1,4 +1,4 @@
-"""python -m training_jax.run: the time-boxed run in one device call, as the export prints it (with --also-mlm),
+"""python -m studies.device_path.run: the time-boxed run in one device call, as the export prints it (with --also-mlm),
 under the GPU image's Python stand-in (Python 3.12, JAX 0.11.2, NumPy 2.5.2 in .venv312; no TensorFlow; keras,
 namex, optree from the carried wheels), then imported here and fine-tuned by run_finetuning.py; a run
 continued from the weights it returned starts from exactly them and counts its steps on."""
@@ -20,7 +20,7 @@ TINY = " --minutes 7 --finetune-minutes 2 --seeds 1 --measure-steps 5 --finetune
 @pytest.fixture(scope="module")
 def first_run(tmp_path_factory):
     from finetune import arrays
-    from bench.gpu_window import window_line
+    from studies.device_path.window import window_line
     from tests.helpers import accelerator_python, image_python, repository_mirror
 
     python, wheels = image_python()
@@ -67,17 +67,17 @@ def test_the_window_line_benchmarks_first_and_keeps_its_rows(first_run):
     assert bench_file.stat().st_mtime <= run_file.stat().st_mtime  # the benchmark ended before the run wrote
 
 
-def test_the_documented_window_line_is_the_one_bench_gpu_window_prints():
-    from bench.gpu_window import window_line
+def test_the_documented_window_line_is_the_one_the_study_window_prints():
+    from studies.device_path.window import window_line
 
-    assert window_line("jax_export") in (REPO / "docs" / "jax_gpu.md").read_text()
+    assert window_line("jax_export") in (REPO / "studies" / "device_path" / "README.md").read_text()
 
 
 def test_the_one_call_runs_as_printed_then_imports_and_finetunes_here(first_run):
     """The window's run with --also-mlm, under Python 3.12, JAX 0.11.2 and NumPy 2.5.2 (the GPU image's): both
     models pretrained at equal FLOPs and fine-tuned with the control; both import here (TensorFlow)."""
     import run_finetuning
-    from checkpoints import import_jax
+    from studies.device_path import import_jax
     from configs import flops
     from configs.pretraining_config import PretrainingConfig
 
@@ -104,7 +104,7 @@ def test_the_one_call_runs_as_printed_then_imports_and_finetunes_here(first_run)
     steps = record["mlm"]["steps"]
     assert back == ["bench/gpu_speed.jsonl", "metrics.jsonl", "mlm/metrics.jsonl", "models.tar.part1of1",
                     "results.json", "run.json"]
-    lines = [line for line in summary.splitlines() if "python -m checkpoints.import_jax" in line]
+    lines = [line for line in summary.splitlines() if "python -m studies.device_path.import_jax" in line]
     here = {"OUT/": f"{out}/", "electra_data": str(root / "data"), "jax_export": str(export)}  # the folders here
     folders = []
     for line in lines:
@@ -122,8 +122,8 @@ START_FROM = '''
 import json, sys
 sys.modules["tensorflow"] = None
 import numpy as np
-from training_jax import pretrain
-from training_jax.returned import extract_member
+from studies.device_path import pretrain_export as pretrain
+from studies.device_path.returned import extract_member
 from training_jax.weights import read_checkpoint
 folder = extract_member(MEMBER, SCRATCH)
 returned = read_checkpoint(folder)
@@ -135,14 +135,14 @@ def equal_to_returned(run):
 
 
 args = ["--export", EXPORT, "--model", "electra", "--out", OUT]
-continued = equal_to_returned(pretrain.Run(pretrain.parse_args(args + ["--init-from", str(folder)])))
-fresh = equal_to_returned(pretrain.Run(pretrain.parse_args(args)))  # a new model: not those weights
+continued = equal_to_returned(pretrain.open_run(pretrain.parse_args(args + ["--init-from", str(folder)])))
+fresh = equal_to_returned(pretrain.open_run(pretrain.parse_args(args)))  # a new model: not those weights
 print("RESULTS" + json.dumps({"same": all(continued), "count": len(continued), "fresh_same": all(fresh)}))
 '''
 
 
 def test_a_continued_run_starts_from_the_returned_weights_and_counts_steps_on(first_run, tmp_path):
-    from checkpoints import import_jax
+    from studies.device_path import import_jax
 
     root, export, _, (repo, python_dir) = first_run
     member = root / "OUT" / "models.tar" / "pretrained"  # the model folder in the archive's parts
@@ -154,7 +154,7 @@ def test_a_continued_run_starts_from_the_returned_weights_and_counts_steps_on(fi
     # A later call on the device (the wheels as the first call installed them, the returned parts carried), and
     # beside it the check that --init-from holds exactly the returned weights: two processes, two cores.
     out = tmp_path / "OUT2"
-    line = (f"export PYTHONPATH=$PWD/.whl/site KERAS_BACKEND=jax; python3 -m training_jax.run --export jax_export "
+    line = (f"export PYTHONPATH=$PWD/.whl/site KERAS_BACKEND=jax; python3 -m studies.device_path.run --export jax_export "
             f"--out $OUT --minutes 5 --finetune-minutes 0 --measure-steps 5 --init-from {member} "
             "--pretrain-flags '--prng rbg --flat-update'")  # the speed options, under the GPU image's JAX
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
@@ -200,7 +200,7 @@ def test_training_arrays_travel_as_xz_and_old_exports_still_read(tmp_path):
 
 
 def test_steps_before_a_continued_run_come_from_its_run_json_else_the_weights_name(tmp_path):
-    from training_jax.run import earlier_run
+    from studies.device_path.run import earlier_run
 
     shard = tmp_path / "weights-11144.part1of2.npz"
     assert earlier_run(None) == {}
@@ -216,7 +216,7 @@ def test_returned_model_folders_travel_as_one_archive_in_parts_and_extract_safel
     import tarfile
 
     from common.errors import InputError
-    from training_jax.returned import archive_parts, extract_member, write_archive
+    from studies.device_path.returned import archive_parts, extract_member, write_archive
 
     folders = {}
     for name in ("pretrained", "mlm"):
@@ -249,16 +249,16 @@ def test_returned_model_folders_travel_as_one_archive_in_parts_and_extract_safel
 
 
 def test_the_documented_device_line_is_the_one_the_export_prints_and_this_file_runs():
-    from training_jax.run import device_line
+    from studies.device_path.run import device_line
 
-    for doc in ("docs/jax_gpu.md", "docs/results.md"):
+    for doc in ("studies/device_path/README.md", "docs/results.md"):
         assert device_line("jax_export") in (REPO / doc).read_text(), doc
     assert device_line("jax_export", also_mlm=True) == device_line("jax_export") + " --also-mlm"
 
 
 def test_pretrain_flags_pass_only_the_step_speed_options():
     from common.errors import InputError
-    from training_jax.run import speed_flags
+    from studies.device_path.run import speed_flags
 
     assert speed_flags("--bf16-attention --prng rbg --steps-per-dispatch=8") == [
         "--bf16-attention", "--prng", "rbg", "--steps-per-dispatch=8"]

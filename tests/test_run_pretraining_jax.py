@@ -149,15 +149,17 @@ def test_a_sized_run_keeps_the_configs_checkpoint_spacing(steps, every, expected
 
 def test_the_default_configs_fit_block_asks_for_one_step_at_least(tmp_path):
     from configs.pretraining_config import PretrainingConfig
-    from training_jax.from_dataset import write_plan
+    from training_jax.from_dataset import make_plan
 
     vocab = tmp_path / "source_vocab.txt"
     vocab.write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n", encoding="utf-8")
     config = PretrainingConfig.create({"model_size": "electra_small"})
     assert config.num_train_steps == 1_000_000 and config.save_checkpoints_steps == 1000  # the original's
     (tmp_path / "work").mkdir()
-    write_plan(tmp_path / "work", "electra_small", config, types.SimpleNamespace(vocab_file=vocab), 0)
-    fit = json.loads((tmp_path / "work" / "export.json").read_text())["fit"]
+    plan = make_plan(tmp_path / "work", "electra_small", config, types.SimpleNamespace(vocab_file=vocab), 0)
+    fit = plan.fit
+    assert plan.checkpoint_steps[:2] == (1000, 2000) and plan.log_every == config.iterations_per_loop
+    assert (tmp_path / "work" / "vocab.txt").read_text() == vocab.read_text() and plan.config_file.is_file()
     assert fit["budgets"] == 1 and fit["checkpoint_every"] == 1000 and fit["max_units"] == 1_000_000
 
 
@@ -176,3 +178,24 @@ def test_the_command_sizes_itself_and_checkpoints_every_save_checkpoints_steps(t
     # The config's spacing: 12, 24 and the end. Spread as the studies spread theirs, 3 checkpoints of 30 steps
     # would have fallen at 10, 20, 30.
     assert listed_steps(data_dir / "models" / "micro") == [12, 24, 30]
+
+
+def test_the_dry_run_prints_the_gpu_settings_without_building_anything(tmp_path, capsys):
+    """On a GPU the step computes in bfloat16 with every proven option on; on this CPU the original's float32; a flag
+    wins over either. Nothing is built or written."""
+    from training_jax import from_dataset
+
+    data_dir = tmp_path / "data"
+    build_tiny_dataset(data_dir, max_seq_length=32, num_shards=2)
+    common = ["--data-dir", str(data_dir), "--model-name", "micro", "--hparams", json.dumps(HPARAMS), "--dry-run"]
+    gpu = from_dataset.main(common + ["--platform", "gpu"])
+    assert (gpu.precision, gpu.prng, gpu.flat_update, gpu.bf16_attention) == ("mixed_bfloat16", "rbg", True, True)
+    assert (gpu.scan_layers, gpu.fused_attention, gpu.steps_per_dispatch) == (False, False, 0)  # not yet measured
+    cpu = from_dataset.main(common + ["--platform", "cpu"])
+    assert (cpu.precision, cpu.prng, cpu.flat_update, cpu.bf16_attention) == ("float32", "threefry2x32", False, False)
+    assert from_dataset.main(common + ["--platform", "gpu", "--precision", "float32"]).bf16_attention is False
+    printed = capsys.readouterr().out
+    assert "pretraining micro: platform gpu: precision mixed_bfloat16 (default); prng rbg (default); flat update on " \
+           "(default); bf16 attention on (default)" in printed
+    assert "platform gpu: precision float32; " in printed
+    assert not (data_dir / "models").exists()

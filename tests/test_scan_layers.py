@@ -180,11 +180,14 @@ def test_only_layers_with_the_same_variables_are_scanned():
 
 def test_training_jax_pretrain_scans_only_when_told(tmp_path):
     from configs.pretraining_config import PretrainingConfig
-    from training_jax import pretrain, speed_settings
+    from training_jax import from_dataset, pretrain, speed_settings
 
-    required = ["--export", "s", "--model", "electra", "--out", "o"]
-    assert pretrain.parse_args(required).scan_layers is None
-    assert pretrain.parse_args(required + ["--no-scan-layers"]).scan_layers is False
+    required = ["--model-name", "electra"]  # run_pretraining.py's flags under JAX
+    assert from_dataset.parse_args(required).scan_layers is None
+    assert from_dataset.parse_args(required + ["--no-scan-layers"]).scan_layers is False
+    assert pretrain.run_options("o").scan_layers is None and pretrain.run_options("o", scan_layers=True).scan_layers
+    with pytest.raises(TypeError, match="scan_layer"):  # a misspelt option is not silently dropped
+        pretrain.run_options("o", scan_layer=True)
     assert not any(speed_settings.resolve(platform).scan_layers for platform in ("cpu", "gpu", "tpu"))
     config_path = tmp_path / "config.json"
     PretrainingConfig.create({"model_size": "electra_small", "model_hparam_overrides": MICRO_MODEL,

@@ -56,7 +56,7 @@ ON_THE_ACCELERATOR = textwrap.dedent('''
     sys.modules["tensorflow"] = None  # as on the accelerator machines: any use of TensorFlow fails
     os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
     from studies.electric import cli as electric_cli
-    from training_jax import pretrain
+    from studies.device_path import pretrain_export as pretrain
 
     study, out = pathlib.Path(STUDY), OUT
     pretrain.measure = lambda *args: (100.0, 0.5)  # the size must not depend on this CPU's speed
@@ -76,7 +76,7 @@ def test_the_whole_electric_device_sequence_dry_runs_on_the_cpu(exported, tmp_pa
     from configs.pretraining_config import PretrainingConfig
     from tests.helpers import run_script_under_jax
     from pretrain.loaded_folder import load_model_folder
-    from training_jax import pretrain
+    from studies.device_path import pretrain_export as pretrain
 
     work, shared, export = exported
     commands = (export / "COMMANDS.txt").read_text()
@@ -165,16 +165,16 @@ def test_the_jax_trainer_takes_the_models_the_export_lists(tmp_path):
     """--model is checked against export.json (electric for the Electric ranking; electra and mlm for RTD vs MLM),
     and an older export's study.json is checked the same way."""
     from common.errors import InputError
-    from training_jax import pretrain
+    from studies.device_path import pretrain_export as pretrain
 
     (tmp_path / "export.json").write_text(json.dumps({"models": {"electric": {}}, "log_every": 1, "eval_every": {}}))
     with pytest.raises(InputError, match=r"--model electra: .*export\.json has no such model; give one of electric"):
-        pretrain.Run(pretrain.parse_args(["--export", str(tmp_path), "--model", "electra", "--out", str(tmp_path)]))
+        pretrain.open_run(pretrain.parse_args(["--export", str(tmp_path), "--model", "electra", "--out", str(tmp_path)]))
     old = tmp_path / "old"
     old.mkdir()
     (old / "study.json").write_text(json.dumps({"arms": {"electric": {}}, "log_every": 1, "eval_every": {}}))
     with pytest.raises(InputError, match=r"--model electra: .*old/study\.json has no such model; give one of electric"):
-        pretrain.Run(pretrain.parse_args(["--export", str(old), "--model", "electra", "--out", str(tmp_path)]))
+        pretrain.open_run(pretrain.parse_args(["--export", str(old), "--model", "electra", "--out", str(tmp_path)]))
     with pytest.raises(InputError, match=r"none/export\.json: missing"):
-        pretrain.Run(pretrain.parse_args(["--export", str(tmp_path / "none"), "--model", "electric",
+        pretrain.open_run(pretrain.parse_args(["--export", str(tmp_path / "none"), "--model", "electric",
                                           "--out", str(tmp_path)]))

@@ -3,7 +3,7 @@
 Packing writes [CLS] A [SEP] (B [SEP]) then padding, so an example is its ids, its length (the mask is a
 prefix) and where segment B starts (segment ids are 1 from there to the end of the example): uint16 ids
 and two int32 per row instead of three int32 rows. The training arrays travel as <name>.xz (an .npz
-compressed by xz, Python's lzma): smaller than np.savez_compressed's deflate (docs/jax_gpu.md#sizes); an
+compressed by xz, Python's lzma): smaller than np.savez_compressed's deflate (studies/device_path/README.md#sizes); an
 older export's plain .npz is read as before.
 """
 import io

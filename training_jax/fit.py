@@ -7,12 +7,13 @@ end M minutes after the process started, with the held-out evaluations and saves
 was compiled with the schedule's step counts as inputs (training_jax.step.SizedSchedule), so nothing is
 compiled twice, and the run then is exactly a run of that many steps from step 0.
 
-Several models that train at once on one device (training_jax.run --also-mlm: ELECTRA, and MLM at equal
+Several models that train at once on one device (studies.device_path.run --also-mlm: ELECTRA, and MLM at equal
 FLOPs) size together: each measures while the others run too (a barrier after compiling), writes its rate
-to <export>/fit/<model>.rate.json, and all compute the same length in "units" (the first model's steps) from
-all rates, each model taking its `steps_per_unit` of them. export.json's "fit" block says which models, their
-ratios, the multiple the steps are rounded to, the warmup fraction, the number of evaluations, and the
-most units to train (the planned length: a run that could do more in the minutes ends early).
+to <work>/fit/<model>.rate.json, and all compute the same length in "units" (the first model's steps) from
+all rates, each model taking its `steps_per_unit` of them. The run plan's "fit" block (training_jax.run_plan: made
+by run_pretraining.py, or by a study's plan) says which models, their ratios, the multiple the steps are rounded to,
+the warmup fraction, the number of evaluations, and the most units to train (the planned length: a run that could do
+more in the minutes ends early).
 """
 import json
 import pathlib
@@ -20,7 +21,6 @@ import time
 
 from common import atomic
 from common.errors import InputError
-from training_jax.export_file import export_path
 
 FIT_DIR = "fit"
 BARRIER_SECONDS = 300.0  # how long a model waits for the others to compile (one that died is left out)
@@ -64,26 +64,30 @@ def sized_fields(steps, budgets, warmup_fraction, evals, block_steps=1, checkpoi
             "eval_every": max(block_steps, steps // evals // block_steps * block_steps)}
 
 
-def fit_block(plan, export_dir):
-    if "fit" not in plan:
-        raise InputError(f"{export_path(export_dir)}: has no \"fit\" block, so --fit-minutes cannot "
-                         "size this run; export it again, or give the steps at export instead")
-    return plan["fit"]
+def fit_block(plan):
+    if not plan.fit:
+        raise InputError(f"{plan.work}: its plan for {plan.model} says nothing of sizing, so --fit-minutes cannot "
+                         "size this run; give its steps instead")
+    return plan.fit
 
 
-def sized_file(export_dir, model):
-    return pathlib.Path(export_dir) / FIT_DIR / f"{model}.sized.json"
+def sized_file(work, model):
+    return pathlib.Path(work) / FIT_DIR / f"{model}.sized.json"
 
 
-def read_sized(export_dir, model):
+def read_sized(work, model):
     """The sized entry of `model` ({config_file, checkpoint_steps, eval_every, ...}) or None before sizing."""
-    path = sized_file(export_dir, model)
+    path = sized_file(work, model)
     return json.loads(path.read_text()) if path.is_file() else None
 
 
-def model_entry(export_dir, plan, model):
-    """The model's entry as it trains: the sized one once the run has sized itself, else export.json's."""
-    return read_sized(export_dir, model) or plan["models"][model]
+def sized_plan(plan):
+    """The plan as it trains: the sized one once the run has sized itself (a rerun of a sized run), else `plan`."""
+    entry = read_sized(plan.work, plan.model)
+    if entry is None:
+        return plan
+    return plan.replace(config_file=pathlib.Path(plan.work) / entry["config_file"], sized=True,
+                        checkpoint_steps=tuple(entry["checkpoint_steps"]), eval_every=entry["eval_every"])
 
 
 def _wait_for(paths, seconds, log):
@@ -99,11 +103,11 @@ def _wait_for(paths, seconds, log):
 
 def size_run(run, started, fit_minutes, measure_steps):
     """Measures `run` (training_jax.pretrain.Run, at step 0) beside the other models and returns its sized
-    entry, also written to <export>/fit/<model>.sized.json; `started` is the process's time.monotonic() start."""
-    export_dir, model = run.args.export, run.args.model
-    block = fit_block(run.plan, export_dir)
-    models = [m for m in block["models"] if m in run.plan["models"]]
-    folder = export_dir / FIT_DIR
+    entry, also written to <work>/fit/<model>.sized.json; `started` is the process's time.monotonic() start."""
+    work, model = pathlib.Path(run.plan.work), run.plan.model
+    block = fit_block(run.plan)
+    models = block["models"]
+    folder = work / FIT_DIR
     folder.mkdir(parents=True, exist_ok=True)
     deadline = time.time() + fit_minutes * 60 - (time.monotonic() - started)  # wall clock: shared by the models
     compile_seconds, eval_seconds = run.compile_and_time_evaluation()
@@ -136,8 +140,8 @@ def size_run(run, started, fit_minutes, measure_steps):
                  "steps_per_second", "compile_seconds", "eval_seconds")} for r in records},
              "seconds_planned": round(seconds, 1), "expected_seconds": round(steps / rate, 1),
              "fit_minutes": fit_minutes}
-    run.resize(fields, export_dir / entry["config_file"])
-    atomic.write_json(sized_file(export_dir, model), entry, sort_keys=False)
+    run.resize(fields, work / entry["config_file"])
+    atomic.write_json(sized_file(work, model), entry, sort_keys=False)
     most = " (the most planned)" if units < fitting else ""
     run.log(f"sized: {steps} steps ({units} units{most} of {', '.join(sorted(rates))} together; {rate:.2f} steps/s "
             f"measured, {seconds / 60:.1f} min to train, warmup {fields['config']['num_warmup_steps']}, "

@@ -28,6 +28,8 @@ from common.errors import InputError, exit_on_input_error
 
 WORK_DIR = "jax_work"  # in the model folder
 ARRAYS_RECORD = "arrays.json"  # which shards the arrays were read from
+VOCAB_FILE = "vocab.txt"  # the work folder's copy of the dataset's vocabulary
+EVALS_PER_SIZED_RUN = 30  # --max-minutes: held-out evaluations along the sized run (the curves' resolution)
 
 
 def parse_args(argv=None):
@@ -47,6 +49,11 @@ def parse_args(argv=None):
     jax_options.add_argument("--coordinator-address", default=None,
                              help="several hosts: as training_jax.pretrain's (docs/jax_gpu.md)")
     speed_settings.add_step_flags(jax_options)
+    jax_options.add_argument("--dry-run", action="store_true",
+                             help="print the step's settings (precision and speed options) as resolved for --platform "
+                                  "and stop: nothing is read beyond the dataset's metadata, built or written")
+    jax_options.add_argument("--platform", default=None, choices=("cpu", "gpu", "tpu"),
+                             help="--dry-run: the platform to resolve for (default: this machine's)")
     return parser.parse_args(argv)
 
 
@@ -97,22 +104,30 @@ def checkpoint_steps(config):
     return sorted(steps | {s for s in config.extra_checkpoint_steps if 0 < s < total} | {total})
 
 
-def write_plan(work, name, config, resolved, eval_count):
-    """The work folder's export.json, config and vocabulary: the config as run_pretraining.py resolved it."""
-    from training_jax.export import fit_record, model_record
-    from training_jax.export_file import VOCAB_FILE, write_export_file
+def make_plan(work, name, config, resolved, eval_count):
+    """The run's plan (training_jax.run_plan) for the config as run_pretraining.py resolved it: its config file and
+    vocabulary copied into the work folder, the TensorFlow run's cadence, and how --max-minutes sizes it."""
+    from training_jax.pretrain import EVAL_ARRAYS, TRAIN_ARRAYS
+    from training_jax.run_plan import RunPlan
 
-    config_file = f"config_{name}.json"
-    config.save(work / config_file)
-    shutil.copyfile(resolved.vocab_file, work / VOCAB_FILE)
-    steps = checkpoint_steps(config)
+    config_file = work / f"config_{name}.json"
+    config.save(config_file)
+    vocab_file = work / VOCAB_FILE
+    shutil.copyfile(resolved.vocab_file, vocab_file)
+    total = config.num_train_steps
     eval_every = (config.eval_every_steps or config.save_checkpoints_steps) if config.do_eval and eval_count else 0
-    record = {"log_every": config.iterations_per_loop, "eval_every": {name: eval_every or config.num_train_steps},
-              "models": {name: model_record(config, config_file, steps)}, "eval_examples": eval_count,
-              # --max-minutes sizes the run by it: at least one step, a checkpoint every save_checkpoints_steps
-              "fit": fit_record(name, config, 1,
-                                checkpoint_every=config.save_checkpoints_steps or config.num_train_steps)}
-    write_export_file(work, record)
+    return RunPlan(model=name, work=work, config_file=config_file, train_arrays=work / TRAIN_ARRAYS,
+                   eval_arrays=work / EVAL_ARRAYS, log_every=config.iterations_per_loop,
+                   eval_every=eval_every or total, checkpoint_steps=tuple(checkpoint_steps(config)),
+                   vocab_file=vocab_file, fit=fit_block(name, config))
+
+
+def fit_block(name, config):
+    """How --max-minutes sizes the run (training_jax.fit): this model alone, at most the config's steps, its warmup
+    fraction, evaluations spread as EVALS_PER_SIZED_RUN, a checkpoint every save_checkpoints_steps and at the end."""
+    return {"models": [name], "steps_per_unit": {name: 1.0}, "budgets": 1,
+            "warmup_fraction": config.num_warmup_steps / config.num_train_steps, "evals": EVALS_PER_SIZED_RUN,
+            "max_units": config.num_train_steps, "checkpoint_every": config.save_checkpoints_steps or config.num_train_steps}
 
 
 def refuse_tensorflow_checkpoints(model_dir, state_dir):
@@ -127,29 +142,31 @@ def refuse_tensorflow_checkpoints(model_dir, state_dir):
                          f"{model_dir}")
 
 
-def pretrain_arguments(args, work, model_dir, keep_checkpoints):
-    """training_jax.pretrain's arguments for this run."""
+def run_options(args, work, model_dir, keep_checkpoints):
+    """training_jax.pretrain.Run's options for this run: its state kept in the work folder and saved at each
+    checkpoint (a kill -9 resumes from the last one, as under TensorFlow), the command's device and step flags."""
+    from training_jax import pretrain
     from training_jax.speed_settings import STEP_FLAG_NAMES
 
-    argv = ["--export", str(work), "--model", args.model_name, "--out", str(model_dir), "--state-dir",
-            str(work / "state"), "--state-at-checkpoints", "--keep-checkpoints", str(keep_checkpoints)]
-    if args.max_minutes:
-        argv += ["--fit-minutes", str(args.max_minutes)]
-    if args.init_checkpoint:
-        argv += ["--init-from", str(args.init_checkpoint)]
-    for name in ("devices", "num_processes", "process_id", "coordinator_address"):
-        if getattr(args, name) is not None:
-            argv += [f"--{name.replace('_', '-')}", str(getattr(args, name))]
-    for name in STEP_FLAG_NAMES:
-        value = getattr(args, name)
-        flag = f"--{name.replace('_', '-')}"
-        if value is True:
-            argv.append(flag)
-        elif value is False:
-            argv.append(f"--no-{name.replace('_', '-')}")
-        elif value is not None:
-            argv += [flag, str(value)]
-    return argv
+    return pretrain.run_options(
+        model_dir, state_dir=work / "state", state_at_checkpoints=True, keep_checkpoints=keep_checkpoints,
+        fit_minutes=args.max_minutes, init_from=[pathlib.Path(args.init_checkpoint)] if args.init_checkpoint else None,
+        **{name: getattr(args, name) for name in ("devices", "num_processes", "process_id", "coordinator_address")},
+        **{name: getattr(args, name) for name in STEP_FLAG_NAMES})
+
+
+def dry_run(args):
+    """--dry-run: the step's settings on --platform (default: this machine's), printed as one line and returned."""
+    import jax
+
+    from configs.resolve import resolve_run
+    from data import paths
+    from training_jax.speed_settings import resolve_from_args
+
+    config = resolve_run(args.model_name, args.hparams, args.data_dir or paths.default_data_dir()).config
+    settings = resolve_from_args(args, args.platform or jax.devices()[0].platform, config.mixed_precision)
+    print(f"pretraining {args.model_name}: {settings.describe()}", flush=True)
+    return settings
 
 
 @exit_on_input_error
@@ -161,6 +178,8 @@ def main(argv=None):
     from training_jax import pretrain
 
     pretrain.without_tensorflow()
+    if args.dry_run:  # before Keras: the config resolved, nothing built
+        return dry_run(args)
     import keras
 
     if keras.backend.backend() != "jax":
@@ -169,7 +188,6 @@ def main(argv=None):
     from data import paths
     from storage import folder_lock
     from training_jax import data_parallel
-    from training_jax.compiles import use_compile_cache
 
     resolved = resolve_run(args.model_name, args.hparams, args.data_dir or paths.default_data_dir())
     config = resolved.config
@@ -183,10 +201,19 @@ def main(argv=None):
     with lock:
         if chief:  # the model folder is process 0's; the others keep only their own state
             refuse_tensorflow_checkpoints(model_dir, work / "state")
-        work.mkdir(parents=True, exist_ok=True)
-        eval_count = config.eval_batch_size * config.num_eval_steps if config.do_eval else 0
-        write_arrays(work, resolved, eval_count, lambda line: print(line, flush=True))
-        write_plan(work, args.model_name, config, resolved, eval_count)
-        use_compile_cache(work / pretrain.COMPILE_CACHE)
-        return pretrain.Run(pretrain.parse_args(pretrain_arguments(args, work, model_dir,
-                                                                          config.keep_checkpoint_max))).run(started)
+        return open_run(args, resolved, work).run(started)
+
+
+def open_run(args, resolved, work):
+    """The run (training_jax.pretrain.Run) of the resolved config into its model folder, its examples' arrays made
+    in `work` (once per dataset) and its programs cached there."""
+    from training_jax import pretrain
+    from training_jax.compiles import use_compile_cache
+
+    config = resolved.config
+    work.mkdir(parents=True, exist_ok=True)
+    eval_count = config.eval_batch_size * config.num_eval_steps if config.do_eval else 0
+    write_arrays(work, resolved, eval_count, lambda line: print(line, flush=True))
+    plan = make_plan(work, args.model_name, config, resolved, eval_count)
+    use_compile_cache(work / pretrain.COMPILE_CACHE)
+    return pretrain.Run(run_options(args, work, pathlib.Path(config.model_dir), config.keep_checkpoint_max), plan)

@@ -1,14 +1,10 @@
-"""Pretraining under KERAS_BACKEND=jax from exported arrays, in pieces that resume where they stopped.
+"""Pretraining under KERAS_BACKEND=jax: run_pretraining.py's JAX trainer, in pieces that resume where they stopped.
 
-    # where TensorFlow is installed: export what the accelerator needs (training_jax.export)
-    python -m training_jax.export --data-dir electra_data --model-name electra_small --out jax_export
-    # on the accelerator (JAX and Keras only); run the same command again until it says "done"
-    KERAS_BACKEND=jax python -m training_jax.pretrain --export jax_export --model electra_small \\
-        --out jax_runs/electra_small --time-limit-minutes 8.5
+    KERAS_BACKEND=jax python run_pretraining.py --model-name electra_small   # training_jax.from_dataset
 
-What trains is what run_pretraining.py trains: the config was resolved by run_pretraining.py's own
-functions at export (config_<model>.json); model, masking, sampling, losses, optimizer and schedule are
-pretrain.builder's; one update is training_jax.step's (value_and_grad + optimizer.stateless_apply under
+What trains is what run_pretraining.py trains under TensorFlow: the run's plan (training_jax.run_plan) holds the
+config run_pretraining.py resolved, the dataset's examples as arrays, and the steps to log, evaluate and checkpoint
+at; model, masking, sampling, losses, optimizer and schedule are pretrain.builder's; one update is training_jax.step's (value_and_grad + optimizer.stateless_apply under
 one jit). What differs is the outer loop: batches are drawn from NumPy arrays of the dataset's examples
 (a fresh seeded permutation per epoch) instead of tf.data, and the masking/sampling/dropout randomness
 comes from the model's own SeedGenerator instead of the TF loop's per-step seeds (same distributions,
@@ -19,12 +15,12 @@ end, and before --time-limit-minutes runs out; the next run of the same command 
 computes the same updates as a run that never stopped. When the state is gone (a new machine), the run
 starts over at step 0 and says so.
 
-Writes to --out, a model folder (storage.model_folder) that run_finetuning.py (as <data-dir>/models/<name>),
-checkpoints.export --model-dir and checkpoints.import_jax read as it is:
-  ckpt-<step>.index, .data-*  every model weight by its Keras path at each of the export's checkpoint steps, in
+Writes to the options' `out`, a model folder (storage.model_folder) that run_finetuning.py (as
+<data-dir>/models/<name>) and checkpoints.export --model-dir read as it is:
+  ckpt-<step>.index, .data-*  every model weight by its Keras path at each of the plan's checkpoint steps, in
                       TensorFlow's checkpoint format written without TensorFlow (storage.checkpoint_bundle;
                       float weights rounded to float16 by default, --weights-dtype; readers widen them)
-  config.json, vocab.txt, checkpoint  the config that trained (as sized), the export's vocabulary, and the
+  config.json, vocab.txt, checkpoint  the config that trained (as sized), the plan's vocabulary, and the
                       state file naming the checkpoints, written after each checkpoint's files
   metrics.jsonl       one JSON line per log window ({"split": "train", "step", metric...}, averaged over
                       the window) and per evaluation on the held-out examples ({"split": "eval", ...}); last,
@@ -37,8 +33,7 @@ once with one line naming the first (exit 2).
 The step's precision and speed options (training_jax.speed_settings) depend on the device: on a GPU or TPU
 mixed_bfloat16 and every option proven to give the same update or the same distributions (rbg bits, the flat
 AdamW update, bfloat16 attention, blocks of updates per dispatch); on a CPU the original's float32 and none.
-The flags override either; the log's first lines and the run record name what was resolved, and --dry-run
-prints it for a named --platform without building anything.
+The flags override either; the log's first lines and the run record name what was resolved.
 
 The cadence of logging, evaluating, saving, pausing and stopping before the time limit is
 pretrain_loop.base.PretrainingLoop's, which run_pretraining.py's loop shares; this module supplies the
@@ -46,7 +41,6 @@ updates (blocks of K under one jit that stop at each event's exact step), the st
 """
 import argparse
 import json
-import os
 import pathlib
 import sys
 import time
@@ -57,12 +51,11 @@ from pretrain_loop.cadence import Cadence
 from training_jax import data_parallel, fit, speed_settings
 from training_jax import state as state_lib
 from training_jax.arrays import load_packed, unpack_examples
-from training_jax.export_file import VOCAB_FILE, model_entry, read_export_file
 from training_jax.weights import save_checkpoint
 
 TRAIN_ARRAYS = "train.npz"
 EVAL_ARRAYS = "eval.npz"
-COMPILE_CACHE = "jax_cache"  # in the export folder: compiled programs shared by the pieces of its runs
+COMPILE_CACHE = "jax_cache"  # in the run's work folder: compiled programs shared by the pieces of its runs
 
 
 def build(config_path, settings=None):
@@ -183,44 +176,40 @@ class Batches:
 
 
 class Run(PretrainingLoop):
-    """One model's training from exported arrays: the device state, its blocks of updates, its pieces and its
-    files; the cadence (log windows, evaluations, saves, pause, time limit, metrics) is PretrainingLoop's."""
+    """One model's training by its plan (training_jax.run_plan) with `args`' options (run_options): the device
+    state, its blocks of updates, its pieces and its files; the cadence (log windows, evaluations, saves, pause,
+    time limit, metrics) is PretrainingLoop's."""
 
-    def __init__(self, args, config_file=None):
+    def __init__(self, args, plan):
         import jax
         import keras
         import numpy as np
 
         super().__init__(args.out, writes=jax.process_index() == 0)  # over several processes process 0 writes
         self.args = args
-        plan = self.plan = read_export_file(args.export, "pass the folder python -m training_jax.export wrote")
-        model_entry(plan, args.export, args.model)
-        entry = fit.model_entry(args.export, plan, args.model)  # once sized (a rerun of a --fit-minutes run): that
-        self.sized = "units" in entry
-        self.checkpoint_steps = entry["checkpoint_steps"]
-        self.log_every = plan["log_every"]
-        self.eval_every = entry["eval_every"] if self.sized else plan["eval_every"][args.model]
+        plan = self.plan = fit.sized_plan(plan)  # once sized (a rerun of a --fit-minutes run): the sized one
+        self.sized = plan.sized
+        self.checkpoint_steps = list(plan.checkpoint_steps)
+        self.log_every, self.eval_every = plan.log_every, plan.eval_every
         self.device = jax.devices()[0]
         self.devices = data_parallel.choose_devices(args.devices)
-        config_path = args.export / (config_file or entry["config_file"])
+        config_path = plan.config_file
         self.settings = step_settings(args, self.device.platform, config_path)
         self.config, self.model, self.optimizer = build(config_path, self.settings)
         self.placement = data_parallel.Placement(self.devices, self.config.train_batch_size)
         if args.init_from:  # before the state is taken from the model: the run starts from these weights
             self.init_from_weights(args.init_from)
-        self.state_dir = args.state_dir or args.export / f"state_{args.model}"
-        if not self.writes:  # each process resumes from its own copy of the (replicated) state
-            self.state_dir = self.state_dir.with_name(f"{self.state_dir.name}.process-{jax.process_index()}")
+        self.state_dir = args.state_dir or plan.work / f"state_{plan.model}"  # each process's own (the caller's)
         config = self.config
         self.log(f"device {self.placement.describe()}; jax {jax.__version__}, keras "
                  f"{keras.__version__}; {config.num_train_steps} steps of batch {config.train_batch_size}, "
                  f"checkpoints {self.checkpoint_steps}")
         self.log(f"step: {self.settings.describe()}")
 
-        train_examples = unpack_examples(load_packed(args.export / TRAIN_ARRAYS))
+        train_examples = unpack_examples(load_packed(plan.train_arrays))
         self.example_tokens = np.asarray(train_examples["input_mask"]).sum(axis=1)  # for tokens/s, on the host
         self.train_examples = self.placement.put(train_examples)
-        eval_examples = unpack_examples(load_packed(args.export / EVAL_ARRAYS))
+        eval_examples = unpack_examples(load_packed(plan.eval_arrays))
         self.num_train = int(self.train_examples["input_ids"].shape[0])
         size = config.eval_batch_size
         self.eval_batches = [self.placement.put({k: v[i:i + size] for k, v in eval_examples.items()})
@@ -273,7 +262,7 @@ class Run(PretrainingLoop):
                              self.schedule_steps)
 
     def log(self, message):
-        print(f"[{time.strftime('%H:%M:%S')}] {self.args.model}: {message}", flush=True)
+        print(f"[{time.strftime('%H:%M:%S')}] {self.plan.model}: {message}", flush=True)
 
     def say(self, line, error=False):
         self.log(line)
@@ -357,7 +346,7 @@ class Run(PretrainingLoop):
         import numpy as np
 
         if not np.isfinite(metrics["total_loss"]):
-            sys.exit(f"error: {self.args.model}: the loss is not finite at step {step}")
+            sys.exit(f"error: {self.plan.model}: the loss is not finite at step {step}")
 
     def learning_rate(self, step):
         from training_jax.step import SizedSchedule
@@ -389,7 +378,7 @@ class Run(PretrainingLoop):
         import jax
         import keras
 
-        return {"model": self.args.model, "backend": "jax", "config": self.config.to_dict(),  # as sized, not exported
+        return {"model": self.plan.model, "backend": "jax", "config": self.config.to_dict(),  # as sized
                 "device": self.placement.describe(), "devices": self.placement.count,
                 "versions": {"jax": jax.__version__, "keras": keras.__version__},
                 "checkpoint_steps": self.checkpoint_steps, "weights_dtype": self.args.weights_dtype,
@@ -507,27 +496,17 @@ class Run(PretrainingLoop):
             variable.assign(value)
         for variable, value in zip(self.model.non_trainable_variables, non_trainable):
             variable.assign(value)
-        vocab = self.args.export / VOCAB_FILE
+        vocab = self.plan.vocab_file
         prefix = save_checkpoint(self.args.out, step, self.model, self.args.weights_dtype, self.config,
-                                 vocab if vocab.is_file() else None, keep=self.args.keep_checkpoints or None)
+                                 vocab if vocab and pathlib.Path(vocab).is_file() else None,
+                                 keep=self.args.keep_checkpoints or None)
         self.log(f"saved {pathlib.Path(prefix).name}")
 
 
-def measure(export_dir, config_file, model, steps=30):
-    """(steps/s, compile seconds) of one model's update at `config_file` of the export (nothing is written)."""
-    run = Run(parse_args(["--export", str(export_dir), "--model", model, "--out", str(export_dir)]), config_file)
-    return run.measure(steps)
-
-
-def parse_args(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--export", type=pathlib.Path, default=None,
-                        help="the folder python -m training_jax.export (or a --device-export) wrote")
-    parser.add_argument("--model", default=None, help="one of the models its export.json lists (training_jax.export: "
-                        "its --model-name)")
-    parser.add_argument("--out", type=pathlib.Path, required=True)
+def add_run_arguments(parser):
+    """The run's options (Run's `args`), as flags: the JAX trainer's own, beside the plan."""
     parser.add_argument("--state-dir", type=pathlib.Path, default=None,
-                        help="where the resumable state is kept (default <export>/state_<model>); hundreds of MB "
+                        help="where the resumable state is kept (default <work>/state_<model>); hundreds of MB "
                              "at electra_small, so keep it out of what is copied back")
     parser.add_argument("--time-limit-minutes", type=float, default=0.0,
                         help="save the state and stop before this many minutes (0: no limit)")
@@ -542,7 +521,7 @@ def parse_args(argv=None):
     parser.add_argument("--fit-minutes", type=float, default=0.0,
                         help="set the run's length after compiling, from its measured speed, so that it ends, "
                              "saved, this many minutes after the process started (training_jax/fit.py; the "
-                             "export's \"fit\" block says with which models it shares the device)")
+                             "plan's \"fit\" block says with which models it shares the device)")
     parser.add_argument("--measure-steps", type=int, default=50, help="--fit-minutes: the steps it times")
     parser.add_argument("--init-from", type=pathlib.Path, nargs="+", default=None, metavar="WEIGHTS",
                         help="start from an earlier run's weights: its model folder (--out) or a checkpoint prefix "
@@ -559,79 +538,18 @@ def parse_args(argv=None):
                         help="this process's index, 0 to N-1; process 0 writes --out (default: JAX_PROCESS_ID)")
     parser.add_argument("--coordinator-address", default=None, metavar="HOST:PORT",
                         help="process 0's host and a free port (default: JAX_COORDINATOR_ADDRESS)")
-    parser.add_argument("--dry-run", action="store_true",
-                        help="print the step's resolved settings (precision and speed options) and stop: nothing is "
-                             "built, compiled or written")
-    parser.add_argument("--platform", default=None, choices=("cpu", "gpu", "tpu"),
-                        help="--dry-run: the platform to resolve the settings for (default: this machine's)")
-    parser.add_argument("--measure", type=int, default=0, metavar="STEPS",
-                        help="train nothing: time this many updates of the model's config on its initial state and "
-                             "write <out>/throughput.json")
-    args = parser.parse_args(argv)
-    missing = [f"--{name}" for name in ("export", "model") if getattr(args, name) is None]
-    if missing:
-        parser.error(f"the following arguments are required: {', '.join(missing)}")
-    return args
 
 
-@exit_on_input_error
-def main(argv=None):
-    started = time.monotonic()
-    args = parse_args(argv)
-    if args.dry_run:  # before Keras: it reads the export and resolves, nothing more
-        return dry_run(args)
-    os.environ.setdefault("KERAS_BACKEND", "jax")  # here, not at import: a TensorFlow process imports this module
-    without_tensorflow()
-    import keras
-
-    if keras.backend.backend() != "jax":
-        sys.exit(f"run with KERAS_BACKEND=jax (got {keras.backend.backend()})")
-    from training_jax.compiles import use_compile_cache
-
-    data_parallel.initialize_processes(args.coordinator_address, args.num_processes, args.process_id)
-    use_compile_cache(args.export / COMPILE_CACHE)
-    if args.measure:
-        return write_throughput(Run(args), args.measure)
-    import jax
-
-    from storage import folder_lock
-
-    if jax.process_index():  # a process other than 0 writes no model folder
-        return Run(args).run(started)
-    with folder_lock.acquire(args.out, "pretraining"):  # --out is a model folder: one writer at a time
-        return Run(args).run(started)
-
-
-def dry_run(args):
-    """--dry-run: the settings this command would train with on --platform (default: this machine's), printed as
-    one line and returned; nothing built or compiled."""
-    plan = read_export_file(args.export, "pass the folder python -m training_jax.export wrote")
-    model_entry(plan, args.export, args.model)
-    entry = fit.model_entry(args.export, plan, args.model)
-    platform = args.platform or default_platform()
-    settings = step_settings(args, platform, args.export / entry["config_file"])
-    print(f"pretraining {args.model}: {settings.describe()}", flush=True)
-    return settings
-
-
-def default_platform():
-    import jax
-
-    return jax.devices()[0].platform
-
-
-def write_throughput(run, steps):
-    """--measure: the update's steps/s alone on the device at the model's config, into <out>/throughput.json."""
-    rate, compile_seconds = run.measure(steps)
-    config = run.config
-    record = {"model": run.args.model, "model_size": config.model_size, "train_batch_size": config.train_batch_size,
-              "max_seq_length": config.max_seq_length, "mixed_precision": config.mixed_precision,
-              "steps_per_second": round(rate, 3), "compile_seconds": round(compile_seconds, 1), "timed_steps": steps,
-              "device": f"{run.device.platform} {run.device.device_kind}", "step_settings": run.settings.to_dict()}
-    run.args.out.mkdir(parents=True, exist_ok=True)
-    (run.args.out / "throughput.json").write_text(json.dumps(record))
-    run.log(f"throughput: {rate:.2f} steps/s of batch {config.train_batch_size} alone on the device")
-    return record
+def run_options(out, **values):
+    """Run's options as add_run_arguments' defaults with `values` (by their destinations) in their place."""
+    parser = argparse.ArgumentParser()
+    add_run_arguments(parser)
+    options = parser.parse_args([])
+    unknown = sorted(set(values) - set(vars(options)))
+    if unknown:
+        raise TypeError(f"run_options: no such option(s) {unknown}")
+    vars(options).update(values, out=pathlib.Path(out))
+    return options
 
 
 def without_tensorflow():
@@ -639,7 +557,3 @@ def without_tensorflow():
     (keras.utils.set_random_seed), which costs seconds and memory per process, and the JAX path must run
     as it runs on machines without it. A process that has imported TensorFlow already keeps it."""
     sys.modules.setdefault("tensorflow", None)
-
-
-if __name__ == "__main__":
-    main()

@@ -1,11 +1,11 @@
 """A JAX run's weights: written as a model folder's checkpoints (ckpt-<step>, TensorFlow's format written by
 storage.checkpoint_bundle without TensorFlow, float16 by default), read back from one, and set into a
-pretrainer. Backend-neutral: a device scores with them, checkpoints.import_jax copies them into a data
+pretrainer. Backend-neutral: a device scores with them, studies.device_path.import_jax copies them into a data
 directory, and TensorFlow's readers take the folder as it is.
 
 The older format, in one place below: .npz files of {Keras variable path: array}, whole (weights-<step>.npz,
 what runs wrote before their output was a model folder) or in shards of at most 16 MiB (what GPU runs
-brought back before training_jax.run's archive, and the RTD-vs-MLM study's collect still does,
+brought back before studies.device_path.run's archive, and the RTD-vs-MLM study's collect still does,
 weights-<step>.part<k>of<n>.npz). Every reader here takes both.
 """
 import pathlib

@@ -9,7 +9,7 @@ Here (TensorFlow):
            sentences and their corrupted copies as token ids, export.json; prints the commands
 There (JAX only; every command resumes, so each may be cut off and run again):
   size     the steps that fit the minutes at the measured speed (the config rewritten, as the study does)
-  pretrain python3 -m training_jax.pretrain --model electric, in pieces under a time limit
+  pretrain python3 -m studies.device_path.pretrain_export --model electric, in pieces under a time limit
   score    the ranking at every checkpoint saved so far, with inference.score's energy computation
   collect  the ranking, the metrics, the config and the newest weights (float16, in shards) into $OUT
 Here again:
@@ -32,7 +32,7 @@ from studies.rtd_vs_mlm.stages import log
 from common import atomic
 from common.errors import InputError
 from training_jax import weights as jax_weights
-from training_jax.export import read_examples, save_examples
+from studies.device_path.export import read_examples, save_examples
 
 ARM = "electric"  # the one arm of the export (export.json's one model, training_jax.pretrain's --model)
 EXPORTER = "python -m studies.electric --device-export"
@@ -139,7 +139,7 @@ def device_commands(export, minutes):
         (f"size (about 3 min: a compile and 30 timed steps): the steps that fit {minutes:g} minutes",
          f"{jax_env} python3 -m studies.electric --device-size {export} --minutes {minutes:g}"),
         (f"pretrain ({piece:g} min a piece; run it about {pieces:g} times, until it says done)",
-         f"mkdir -p {runs} && {jax_env} python3 -m training_jax.pretrain --export {export} --model {ARM} "
+         f"mkdir -p {runs} && {jax_env} python3 -m studies.device_path.pretrain_export --export {export} --model {ARM} "
          f"--out {runs}/{ARM} --time-limit-minutes {piece:g} >> {runs}/{ARM}.log 2>&1; tail -n 3 {runs}/{ARM}.log"),
         ("score every checkpoint saved so far (new ones only; under a minute each)",
          f"{jax_env} python3 -m studies.electric --device-score {export}"),
@@ -167,7 +167,7 @@ def size_on_device(study_dir, minutes, measure_steps=30):
     checkpoint count) that fit `minutes` with a compile per piece and 5% for evaluations; the warmup and
     checkpoints follow. Writes config_electric_sized.json (the exported one kept) and export.json."""
     from configs.pretraining_config import PretrainingConfig
-    from training_jax.pretrain import measure
+    from studies.device_path.pretrain_export import measure
 
     study_dir = pathlib.Path(study_dir)
     study = study_device.read_study(study_dir, EXPORTER)

@@ -26,7 +26,7 @@ cut off by a stop is not counted, its rerun is).
 Pretraining and fine-tuning on an accelerator without TensorFlow (JAX only; studies/rtd_vs_mlm/device.py):
   --device-export DIR    stage 1, then each arm's resolved config, the examples and the fine-tuning tasks as
                          arrays into DIR, and the accelerator's commands (printed, and in DIR/COMMANDS.txt):
-                         --device-size DIR, training_jax.pretrain per arm, --device-finetune DIR,
+                         --device-size DIR, studies.device_path.pretrain_export per arm, --device-finetune DIR,
                          --device-collect DIR --out OUT; stop
   --device-results OUT   stage 2 imports what came back: OUT/<arm>/weights-<step>.npz (whole or in shards) as
                          budget folders, the metrics as TensorBoard logs, OUT/finetune/<model>.json as the
@@ -226,7 +226,7 @@ def device_sized_steps(results_dir):
     """(sized ELECTRA steps, planned ones, the file that says so) of what came back: the collect's plan.json
     (its sized entry), else the ELECTRA run's record; (None, None, None) when neither is there."""
     from checkpoints import run_record
-    from training_jax.export_file import from_old_format
+    from studies.device_path.export_file import from_old_format
     from pretrain_loop.metrics_file import METRICS_FILE
 
     path = pathlib.Path(results_dir) / run_record.PLAN_FILE

@@ -9,7 +9,7 @@ Here (TensorFlow):
 There (JAX only; every command resumes, so each may be cut off and run again):
   size     measures both arms' steps/s and compile time, and sets the ELECTRA steps (the MLM steps follow at
            equal FLOPs) so that both arms finish in the minutes given
-  pretrain training_jax.pretrain for both arms at once, in pieces under a time limit
+  pretrain studies.device_path.pretrain_export for both arms at once, in pieces under a time limit
   finetune training_jax.finetune on each arm's last checkpoint and the randomly initialised control
   collect  what comes back, in at most 8 files of at most 15 MiB
 Here again:
@@ -33,7 +33,7 @@ from common.errors import InputError
 from pretrain_loop.metrics_file import METRICS_FILE
 from storage import model_folder
 from training_jax import fit
-from training_jax.run import DEVICE_PRELUDE, WHEELS_DIR
+from bench.gpu_window import DEVICE_PRELUDE, WHEELS_DIR
 from training_jax.weights import (checkpoint_steps, pretrainer_with_weights, read_checkpoint, read_weights,
                                   shard_name, weights_file, write_shards)
 
@@ -86,7 +86,7 @@ def export_for_device(plan, out_dir, finetune_tasks=True, minutes=None, shown_as
     same path in the accelerator's copy of the repository). Call 2 measures the throughput when
     `throughput_seconds` are left after one seed of every job (a CPU proof, whose compiles are slow, exports
     more than its call lasts, so that it does not pay for a measurement it does not check)."""
-    from training_jax import export as jax_export
+    from studies.device_path import export as jax_export
 
     out_dir.mkdir(parents=True, exist_ok=True)
     resolved = {arm: resolved_config(plan, arm) for arm in ARMS}
@@ -105,7 +105,7 @@ def export_for_device(plan, out_dir, finetune_tasks=True, minutes=None, shown_as
 
 
 def fit_record(plan):
-    """export.json's "fit" block: how training_jax.pretrain --fit-minutes sizes both arms together (ELECTRA
+    """export.json's "fit" block: how studies.device_path.pretrain_export --fit-minutes sizes both arms together (ELECTRA
     the unit, MLM at equal FLOPs: bench/flops.py, the ratio Plan.steps uses) by the plan's own rules, at most
     the plan's ELECTRA steps (the GPU plan exports 1,000,000, ELECTRA-Small's; a test a few)."""
     return {"models": list(ARMS), "steps_per_unit": {arm: plan.steps_per_electra_step(arm) for arm in ARMS},
@@ -172,7 +172,7 @@ def device_commands(study_dir, study):
     first, second = study.get("call_minutes", CALL_MINUTES)
     runs, collect = f"$S/{RUNS}", "python3 -m studies.rtd_vs_mlm --device-collect $S --out $OUT --part"
     pretrain = (f"{PRELUDE} S={study_dir}; mkdir -p {runs}; for arm in {' '.join(ARMS)}; do "
-                f"XLA_PYTHON_CLIENT_MEM_FRACTION=.45 python3 -m training_jax.pretrain --export $S --model $arm "
+                f"XLA_PYTHON_CLIENT_MEM_FRACTION=.45 python3 -m studies.device_path.pretrain_export --export $S --model $arm "
                 f"--out {runs}/$arm --fit-minutes {first - PRETRAIN_RESERVE_MINUTES:g} > {runs}/$arm.log 2>&1 & "
                 f"done; wait; {collect} pretraining")
     finetune = (f"{PRELUDE} S={study_dir}; python3 -m studies.rtd_vs_mlm --device-finetune $S --minutes "
@@ -190,13 +190,13 @@ def device_commands(study_dir, study):
 def read_study(study_dir, exporter="python -m studies.rtd_vs_mlm --device-export"):
     """The plan of an export folder (the product's export.json, or an older export's study.json), its arms
     under "models"; InputError naming the command that writes it when it is missing."""
-    from training_jax.export_file import read_export_file
+    from studies.device_path.export_file import read_export_file
 
     return read_export_file(study_dir, f"export the study first ({exporter})")
 
 
 def write_study(study_dir, study):
-    from training_jax.export_file import write_export_file
+    from studies.device_path.export_file import write_export_file
 
     write_export_file(study_dir, study)
 
@@ -207,7 +207,7 @@ def size_on_device(study_dir, minutes, measure_steps=30):
     a bound that running them at once only improves. Rewrites the arms' configs (config_<arm>_sized.json,
     the exported ones kept) and export.json; prints the --electra-steps the import here must be given."""
     from configs.pretraining_config import PretrainingConfig
-    from training_jax.pretrain import measure
+    from studies.device_path.pretrain_export import measure
 
     study_dir = pathlib.Path(study_dir)
     study = read_study(study_dir)
@@ -272,9 +272,11 @@ def steps_that_fit(plan, measured, minutes):
     return steps, steps * seconds_per_electra_step + compile_seconds
 
 
-def last_step(study_dir, study, arm):
+def last_step(study_dir, arm):
     """The arm's last checkpoint step as it trains (sized on the accelerator, or as exported)."""
-    return fit.model_entry(study_dir, study, arm)["checkpoint_steps"][-1]
+    from studies.device_path.pretrain_export import plan_from_export
+
+    return plan_from_export(study_dir, arm).checkpoint_steps[-1]
 
 
 def weights_files(study_dir, arm, step):
@@ -296,7 +298,7 @@ def finetune_jobs(study_dir, study):
     each arm's last checkpoint and the control, every task."""
     jobs = []
     for arm in ARMS:
-        last = last_step(study_dir, study, arm)
+        last = last_step(study_dir, arm)
         jobs += [(f"{arm}_step{last}", weights_files(study_dir, arm, last), task) for task in study["plan"]["tasks"]]
     return jobs + [(CONTROL, [], task) for task in study["plan"]["tasks"]]
 
@@ -344,12 +346,14 @@ def run_jobs(study_dir, study, pending, seeds, deadline, parallel):
     """Runs `pending` jobs with `seeds` seeds until `deadline` (time.monotonic()); False when it stopped them."""
     import os
 
+    from studies.device_path.pretrain_export import plan_from_export
+
     running = []
     # One compile cache for all jobs: the models share their shapes, so most jobs find their programs there.
     env = dict(os.environ, KERAS_BACKEND="jax", XLA_PYTHON_CLIENT_MEM_FRACTION=f"{0.9 / parallel:.2f}",
                JAX_COMPILATION_CACHE_DIR=str(study_dir / RUNS / "jax_cache"))
     hparams = finetune_hparams(study["plan"]["finetune_max_steps"])
-    config_file = study_dir / fit.model_entry(study_dir, study, "electra")["config_file"]
+    config_file = plan_from_export(study_dir, "electra").config_file
     while pending or running:
         for entry in list(running):
             process, (model, _, task), began, log_file = entry
@@ -388,7 +392,7 @@ def measure_throughput(study_dir, study, deadline, steps=30):
     """The ELECTRA arm's update alone on the device (steps/s at its config: electra_small at batch 128 in the
     GPU plan), as <export>/runs/throughput.json; stopped at the deadline."""
     out = study_dir / RUNS / "throughput"
-    command = [sys.executable, "-m", "training_jax.pretrain", "--export", str(study_dir), "--model", "electra",
+    command = [sys.executable, "-m", "studies.device_path.pretrain_export", "--export", str(study_dir), "--model", "electra",
                "--out", str(out), "--measure", str(steps)]
     log(f"throughput: {steps} updates of the ELECTRA arm's config alone on the device")
     try:
@@ -530,7 +534,7 @@ def import_device_run(plan, arm, results_dir):
     steps = returned_steps(source)
     if not steps:
         raise InputError(f"{source}: no weights-<step>.npz (whole or in shards) came back for the {arm} run; run "
-                         "training_jax.pretrain for it again, or copy its files back")
+                         "studies.device_path.pretrain_export for it again, or copy its files back")
     config, _, _ = resolved_config(plan, arm)
     records, device_run = read_device_run(source, arm, config.to_dict(), results_dir)
     vocab_file = plan.shared_data / "vocab" / "bert-base-uncased-vocab.txt"

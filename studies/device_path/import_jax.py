@@ -1,15 +1,15 @@
 """A JAX pretraining run's weights as a model folder under <data-dir>/models/, which run_finetuning.py,
 run_pretraining.py --init-checkpoint and checkpoints.export read.
 
-    python -m checkpoints.import_jax --export jax_export --weights jax_runs/electra_small \
+    python -m studies.device_path.import_jax --export jax_export --weights jax_runs/electra_small \
         --data-dir electra_data --model-name electra_small_jax [--model electra_small]
     # an older run's npz weights, without the export: the config from the run's record, the vocabulary given
-    python -m checkpoints.import_jax --metrics OUT/electra/metrics.jsonl --vocab-file vocab.txt \
+    python -m studies.device_path.import_jax --metrics OUT/electra/metrics.jsonl --vocab-file vocab.txt \
         --weights OUT/electra/weights-11144.npz --data-dir electra_data --model-name electra_gpu
 
---export is the folder training_jax.export wrote (the config that trained and the vocabulary). --weights is
+--export is the folder studies.device_path.export wrote (the config that trained and the vocabulary). --weights is
 what training_jax.pretrain wrote, a model folder (its newest ckpt-<step>) or one of its checkpoint prefixes,
-or the folder in what training_jax.run brought back (OUT/models.tar/pretrained, read from its parts): its
+or the folder in what studies.device_path.run brought back (OUT/models.tar/pretrained, read from its parts): its
 files are copied as they are once their weights restore into the config's model (a copy and a check).
 The older format, weights converted: a weights-<step>.npz file, or the name of one whose shards
 (weights-<step>.part<k>of<n>.npz) lie beside it (what runs wrote before, and the studies' collects bring back).
@@ -31,8 +31,8 @@ from common.errors import InputError, exit_on_input_error
 def read_export(export, model=None, vocab_file=None):
     """(model, its config path, vocab path: vocab_file, else the export's) of an export folder; InputError naming
     what is missing."""
-    from training_jax.export import VOCAB_FILE
-    from training_jax.export_file import export_path
+    from studies.device_path.export import VOCAB_FILE
+    from studies.device_path.export_file import export_path
 
     models = read_plan(export)["models"]
     if model is None and len(models) != 1:
@@ -42,13 +42,13 @@ def read_export(export, model=None, vocab_file=None):
         raise InputError(f"--model {model}: {export_path(export)} has {', '.join(sorted(models))}")
     vocab = vocab_file or pathlib.Path(export) / VOCAB_FILE
     if not vocab.is_file():
-        raise InputError(f"{vocab}: missing; export again with python -m training_jax.export, or give --vocab-file")
+        raise InputError(f"{vocab}: missing; export again with python -m studies.device_path.export, or give --vocab-file")
     return model, pathlib.Path(export) / models[model]["config_file"], vocab
 
 
 def read_plan(export):
     """The export's plan (export.json, or an older export's study.json), "models" keyed."""
-    from training_jax.export_file import read_export_file
+    from studies.device_path.export_file import read_export_file
 
     return read_export_file(export)
 
@@ -67,7 +67,7 @@ def weights_source(path, scratch):
     """--weights as given → an .npz path (the older format, as given) or the checkpoint prefix of a model
     folder, one in a run's archive (OUT/models.tar/<name>) extracted into `scratch` first; InputError when it
     is none of these."""
-    from training_jax.returned import archived_member, extract_member
+    from studies.device_path.returned import archived_member, extract_member
     from training_jax.weights import checkpoint_of
 
     path = pathlib.Path(path)
@@ -169,10 +169,10 @@ def check_vocab(vocab_file, config):
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--export", type=pathlib.Path, default=None,
-                        help="the folder training_jax.export wrote (else --metrics and --vocab-file)")
+                        help="the folder studies.device_path.export wrote (else --metrics and --vocab-file)")
     parser.add_argument("--weights", type=pathlib.Path, required=True,
                         help="the run's model folder, a checkpoint prefix in it (…/ckpt-N), OUT/models.tar/<name> "
-                             "(training_jax.run), or the older weights-<step>.npz (or its shards)")
+                             "(studies.device_path.run), or the older weights-<step>.npz (or its shards)")
     parser.add_argument("--metrics", type=pathlib.Path, default=None,
                         help="the run's metrics.jsonl (default: the one beside the weights, if there)")
     parser.add_argument("--vocab-file", type=pathlib.Path, default=None,

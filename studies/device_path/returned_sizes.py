@@ -1,8 +1,8 @@
-"""What python -m training_jax.run --also-mlm brings back at a model size: the files and MiB write_back writes for
+"""What python -m studies.device_path.run --also-mlm brings back at a model size: the files and MiB write_back writes for
 both pretrainers' float16 checkpoints (built under JAX on the CPU, their initial weights: the sizes are the
 same for any weights), against the run's limits of 8 files, 16 MiB each, 64 MiB in all.
 
-    python -m bench.returned_sizes --work /tmp/returned --vocab-file ../shared/data/vocab/bert-base-uncased-vocab.txt \\
+    python -m studies.device_path.returned_sizes --work /tmp/returned --vocab-file ../shared/data/vocab/bert-base-uncased-vocab.txt \\
         [--model-size electra_small] [--one-model]
 """
 import argparse
@@ -23,7 +23,7 @@ def main(argv=None):
     sys.modules.setdefault("tensorflow", None)  # as on the GPU machine
     from configs.pretraining_config import PretrainingConfig
     from pretrain.builder import build_pretrainer
-    from training_jax.run import MLM, MOST_BYTES, MOST_FILES, write_back
+    from studies.device_path.run import MLM, MOST_BYTES, MOST_FILES, write_back
     from training_jax.weights import save_checkpoint
 
     shutil.rmtree(args.work, ignore_errors=True)

@@ -40,7 +40,7 @@ def from_old_format(record):
     return record
 
 
-def read_export_file(folder, missing_fix="pass the folder python -m training_jax.export wrote"):
+def read_export_file(folder, missing_fix="pass the folder python -m studies.device_path.export wrote"):
     """The plan of the export in `folder` (export.json, or an old study.json), "models" keyed; InputError
     naming the file and `missing_fix` when there is none."""
     path = export_path(folder)
@@ -56,7 +56,7 @@ def write_export_file(folder, record):
 
 def model_entry(record, folder, model):
     """The export's entry for `model` (config file, steps, checkpoints); InputError naming the models it has.
-    Each export lists its own (training_jax.export: one; the RTD-vs-MLM study: electra and mlm)."""
+    Each export lists its own (studies.device_path.export: one; the RTD-vs-MLM study: electra and mlm)."""
     if model not in record["models"]:
         raise InputError(f"--model {model}: {export_path(folder)} has no such model; give one of "
                          f"{', '.join(sorted(record['models']))}")

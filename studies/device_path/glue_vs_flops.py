@@ -1,10 +1,10 @@
 """GLUE dev score against pretraining FLOPs: every GPU run so far beside the paper's ELECTRA-Small, so that
 each run adds its points and shows how far the time-boxed runs are along the paper's curve.
 
-    python -m training_jax.glue_vs_flops ../shared/gpu_runs/*/ --png docs/glue_vs_flops.png \\
+    python -m studies.device_path.glue_vs_flops ../shared/gpu_runs/*/ --png docs/glue_vs_flops.png \\
         --table docs/glue_vs_flops.md
 
-Each folder is what a run brought back: python -m training_jax.run's (run.json, results.json, mlm/) or the
+Each folder is what a run brought back: python -m studies.device_path.run's (run.json, results.json, mlm/) or the
 two-command plan of studies/rtd_vs_mlm (electra/ and mlm/ metrics.jsonl, finetune/<model>_step<N>.json). A model's
 score is the mean over the tasks it finished of each task's primary metric (CoLA MCC, STS-B Spearman, the
 others accuracy; the median over seeds), as the paper's GLUE dev score is, but over fewer tasks where a run
@@ -68,7 +68,7 @@ def run_record_of(metrics):
 
 
 def read_product_run(folder):
-    """Points of a python -m training_jax.run folder (run.json, results.json)."""
+    """Points of a python -m studies.device_path.run folder (run.json, results.json)."""
     record = json.loads((folder / "run.json").read_text())
     results = json.loads((folder / "results.json").read_text())
     steps = record["total_steps"]
@@ -108,7 +108,7 @@ def read_run(folder):
         return read_product_run(folder)
     if (folder / "finetune").is_dir():
         return read_two_call_run(folder)
-    raise InputError(f"{folder}: neither run.json (python -m training_jax.run) nor finetune/ (the two-command plan); "
+    raise InputError(f"{folder}: neither run.json (python -m studies.device_path.run) nor finetune/ (the two-command plan); "
                      "pass the folder a GPU run's files came back to")
 
 

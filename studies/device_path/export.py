@@ -1,18 +1,18 @@
 """What training_jax.pretrain reads, written where TensorFlow is: a dataset's examples as compact arrays and
 the run's config exactly as run_pretraining.py resolves it.
 
-    python -m training_jax.export --data-dir electra_data --model-name electra_small --out jax_export \
+    python -m studies.device_path.export --data-dir electra_data --model-name electra_small --out jax_export \
         [--hparams '{"train_batch_size": 128}'] [--checkpoints 4]
     # then, on a machine with JAX and Keras (no TensorFlow needed):
-    KERAS_BACKEND=jax python -m training_jax.pretrain --export jax_export --model electra_small \
+    KERAS_BACKEND=jax python -m studies.device_path.pretrain_export --export jax_export --model electra_small \
         --out jax_runs/electra_small
     # and back here, the weights as a normal model folder:
-    python -m checkpoints.import_jax --export jax_export --weights jax_runs/electra_small/weights-N.npz \
+    python -m studies.device_path.import_jax --export jax_export --weights jax_runs/electra_small/weights-N.npz \
         --data-dir electra_data --model-name electra_small_jax
 
 The folder holds config_<model>.json (the resolved config), train.npz.xz and eval.npz (the training and
 held-out shards as run_pretraining.py splits them: training_jax.arrays' packing), vocab.txt (the dataset's
-vocabulary, so that the import needs nothing else) and export.json (training_jax.export_file), written
+vocabulary, so that the import needs nothing else) and export.json (studies.device_path.export_file), written
 last: the models, their checkpoint steps, how often to log and evaluate, and (for --fit-minutes) how to size
 a run. Fine-tuning tasks are exported by `python -m finetune.arrays`.
 """
@@ -21,7 +21,7 @@ import pathlib
 import shutil
 
 from common.errors import InputError, exit_on_input_error
-from training_jax.export_file import EXPORT_FILE, OLD_EXPORT_FILE, VOCAB_FILE, write_export_file
+from studies.device_path.export_file import EXPORT_FILE, OLD_EXPORT_FILE, VOCAB_FILE, write_export_file
 from training_jax.pretrain import EVAL_ARRAYS, TRAIN_ARRAYS
 
 LOG_EVERY = 100  # training metrics averaged over this many steps
@@ -156,10 +156,10 @@ def main(argv=None):
         raise InputError(f"--checkpoints {args.checkpoints}: must be at least 1")
     record = export_pretraining(args.model_name, args.hparams, args.data_dir, args.out, args.checkpoints)
     model = record["models"][args.model_name]
-    from training_jax.run import device_line
+    from studies.device_path.run import device_line
 
     say(f"wrote {args.out}: {model['num_train_steps']} steps, weights at {model['checkpoint_steps']}. On a machine "
-        f"with JAX:\n  KERAS_BACKEND=jax python -m training_jax.pretrain --export {args.out} --model "
+        f"with JAX:\n  KERAS_BACKEND=jax python -m studies.device_path.pretrain_export --export {args.out} --model "
         f"{args.model_name} --out {args.out}/runs/{args.model_name}\nor the time-boxed run as one command on a GPU "
         f"machine (tasks from python -m finetune.arrays in {args.out}/tasks; copy .whl/ and {args.out}/ into the "
         f"repository there, set OUT to the folder to bring back, allow about 10 minutes; add --also-mlm for the MLM "

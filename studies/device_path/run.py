@@ -1,12 +1,12 @@
 """The best ELECTRA a GPU gives in N minutes, in one command: pretrain, fine-tune, write what comes back.
 
     # where TensorFlow is: the export, with the tasks inside it
-    python -m training_jax.export --data-dir electra_data --model-name electra_small --out jax_export \\
+    python -m studies.device_path.export --data-dir electra_data --model-name electra_small --out jax_export \\
         --hparams '{"train_batch_size": 128, "do_eval": true}'
     python -m finetune.arrays --tasks cola,sst,mrpc,sts,rte --finetuning-data-dir glue_data \\
         --vocab-file jax_export/vocab.txt --out jax_export/tasks
     # on the GPU machine (JAX and Keras), one command of at most --minutes
-    python -m training_jax.run --export jax_export --out $OUT [--minutes 9.5] [--init-from OLD/models.tar/pretrained]
+    python -m studies.device_path.run --export jax_export --out $OUT [--minutes 9.5] [--init-from OLD/models.tar/pretrained]
 
 One process tree, nothing read from an earlier run: the pretraining child (training_jax.pretrain
 --fit-minutes) compiles, measures its speed and sizes itself to the minutes left once the fine-tuning's
@@ -15,7 +15,7 @@ random control ("--weights none") on the exported tasks, the task with the fewes
 each, and again with one more seed while the last round's time is left. Every child is stopped at its
 deadline, so the run ends inside --minutes with whatever finished. --out gets at most 8 files of at most
 16 MiB (64 MiB in all, so that it is small to copy back): the model folders (float16 weights) in the parts
-of one archive (training_jax.returned), metrics.jsonl, results.json (every fine-tuning result) and run.json
+of one archive (studies.device_path.returned), metrics.jsonl, results.json (every fine-tuning result) and run.json
 (the config that trained, the device, the steps, the runs before this one); the last lines printed say what
 ran, what failed, what came back and the commands that import it back here.
 
@@ -40,11 +40,12 @@ import sys
 import threading
 import time
 
+from bench.gpu_window import DEVICE_PRELUDE
 from common.errors import InputError, exit_on_input_error
 from pretrain_loop.metrics_file import METRICS_FILE
 from training_jax import speed_settings
-from training_jax.export_file import VOCAB_FILE, read_export_file, write_export_file
-from training_jax.returned import ARCHIVE, archived_member, extract_member, write_archive
+from studies.device_path.export_file import VOCAB_FILE, read_export_file, write_export_file
+from studies.device_path.returned import ARCHIVE, archived_member, extract_member, write_archive
 
 RESULTS_FILE, RUN_FILE = "results.json", "run.json"
 EXPORTED_FILES = ("train.npz", "eval.npz", "train.npz.xz", "eval.npz.xz")  # old exports: .npz; newer: .npz.xz
@@ -57,16 +58,12 @@ MOST_FILES, MOST_BYTES = 8, 64 * 2 ** 20
 
 
 # The GPU machine's line: the wheels its image lacks (keras, namex, optree, copied there in .whl/), then the run.
-WHEELS_DIR = ".whl"
-DEVICE_PRELUDE = ("python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "
-                  f"{WHEELS_DIR}/site {WHEELS_DIR}/*.whl && export PYTHONPATH=$PWD/{WHEELS_DIR}/site KERAS_BACKEND=jax "
-                  "|| exit;")
 
 
 def device_line(export, minutes=9.5, also_mlm=False):
     """The one command a GPU machine runs, with .whl/ and the export copied into its repository (it ends within
     the minutes and about 20 s)."""
-    return (f"{DEVICE_PRELUDE} python3 -m training_jax.run --export {export} --out $OUT --minutes {minutes:g}"
+    return (f"{DEVICE_PRELUDE} python3 -m studies.device_path.run --export {export} --out $OUT --minutes {minutes:g}"
             + (" --also-mlm" if also_mlm else ""))
 
 
@@ -77,11 +74,11 @@ def log(message):
 # ---------------------------------------------------------------- the export and the work folder
 def read_export(export):
     """(export.json's content, its one model name); InputError naming the fix."""
-    plan = read_export_file(export, "pass the folder python -m training_jax.export wrote (copied to this "
+    plan = read_export_file(export, "pass the folder python -m studies.device_path.export wrote (copied to this "
                                     "machine with the repository)")
     if len(plan["models"]) != 1 or "fit" not in plan:
         raise InputError(f"{export}: not a one-model export with a \"fit\" block; export it again with "
-                         "python -m training_jax.export")
+                         "python -m studies.device_path.export")
     return plan, next(iter(plan["models"]))
 
 
@@ -199,14 +196,14 @@ def speed_flags(text):
     try:
         parser.parse_args(flags)
     except SystemExit:
-        raise InputError(f"--pretrain-flags {text!r}: not valid (above); see python -m training_jax.pretrain --help")
+        raise InputError(f"--pretrain-flags {text!r}: not valid (above); see python -m studies.device_path.pretrain_export --help")
     return flags
 
 
 def dry_run(args, export_dir, model, flags):
     """--dry-run: each child's resolved settings on --platform (default: this machine's) and the run's plan,
     printed; nothing compiled or trained."""
-    from training_jax import pretrain as pretrain_lib
+    from studies.device_path import pretrain_export as pretrain_lib
 
     platform = args.platform or pretrain_lib.default_platform()
     for name in [model] + ([MLM] if args.also_mlm else []):
@@ -229,7 +226,7 @@ def pretrain(export_dir, models, work, minutes, init_from, deadline, measure_ste
     path)}."""
     children = {}
     for index, model in enumerate(models):
-        command = module("training_jax.pretrain") + [
+        command = module("studies.device_path.pretrain_export") + [
             "--export", export_dir, "--model", model, "--out", work / "pretraining" / model, "--state-dir",
             work / "state" / model, "--fit-minutes", f"{minutes:.3f}", "--measure-steps", str(measure_steps),
             "--save-every-minutes", "1000", *flags]
@@ -385,7 +382,7 @@ def write_model(out, work, model, weights_path, steps, name):
 def write_back(out, work, record, trained, results):
     """At most 8 files, each at most 16 MiB, 64 MiB in all, into `out`: run.json, results.json, the models'
     metrics.jsonl (the MLM baseline's in out/mlm/), and their model folders in the parts of models.tar
-    (training_jax.returned); returns their paths."""
+    (studies.device_path.returned); returns their paths."""
     out = pathlib.Path(out)
     staged = {"pretrained": write_model(out, work, record["model"], trained[record["model"]][2],
                                         record["total_steps"], "pretrained")}
@@ -429,10 +426,10 @@ def summary(args, record, files, results):
     source = f"--vocab-file {args.export}/vocab.txt" if args.init_from else f"--export {args.export}"
     imports = []
     if record["weights_file"]:
-        imports.append(f"  python -m checkpoints.import_jax {source} --weights OUT/{record['weights_file']} "
+        imports.append(f"  python -m studies.device_path.import_jax {source} --weights OUT/{record['weights_file']} "
                        f"--model-name electra_{record['total_steps']} --data-dir electra_data")
     if MLM in record and record[MLM]["weights_file"]:
-        imports.append(f"  python -m checkpoints.import_jax --vocab-file {args.export}/vocab.txt --metrics "
+        imports.append(f"  python -m studies.device_path.import_jax --vocab-file {args.export}/vocab.txt --metrics "
                        f"OUT/{MLM}/{METRICS_FILE} --weights OUT/{record[MLM]['weights_file']} --model-name "
                        f"mlm_{record[MLM]['steps']} --data-dir electra_data")
     if imports:
@@ -446,7 +443,7 @@ def summary(args, record, files, results):
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--export", type=pathlib.Path, required=True,
-                        help="the folder python -m training_jax.export wrote (copied to this machine)")
+                        help="the folder python -m studies.device_path.export wrote (copied to this machine)")
     parser.add_argument("--out", type=pathlib.Path, required=True, help="the folder to copy back ($OUT)")
     parser.add_argument("--minutes", type=float, default=9.5, help="the whole run, start to summary")
     parser.add_argument("--finetune-minutes", type=float, default=3.0,

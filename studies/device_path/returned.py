@@ -5,7 +5,7 @@
                                          newest checkpoint, config.json, vocab.txt, checkpoint, metrics.jsonl
 
 A folder inside is named as a path through the archive, OUT/models.tar/pretrained: what --init-from and
-checkpoints.import_jax take. A model folder has an index file per checkpoint beside its data files, which
+studies.device_path.import_jax take. A model folder has an index file per checkpoint beside its data files, which
 would not fit two models into the few files a run may bring back; one archive in parts does.
 """
 import io
