@@ -5,6 +5,8 @@
         [--model-size electra_small] [--model-hparams JSON]
     (also tf-fp32-fuse, tf-bf16-fuse: the config option xla_fuse_elementwise, training/xla_fusion.py;
     tf-fp32-3qkv, tf-bf16-3qkv: Q/K/V by three matmuls, as before model/attention.py's one-matmul projection;
+    tf-fp32-bf16mm: float32 with the config's matmul_dtype "bfloat16" (the matmuls' operands in bfloat16,
+    model/matmul.py; its "own-precision peak" the bfloat16 one);
     hf-bf16: Hugging Face's step with its forward passes under torch.autocast(bfloat16), the anchor of the bf16 rows)
 
 One run measures, each in its own subprocess (so TensorFlow's and PyTorch's thread pools never
@@ -42,7 +44,7 @@ from bench.worker_process import print_result, run_worker
 
 
 VARIANTS = ("tf-fp32-xla", "tf-fp32", "tf-fp32-fuse", "tf-bf16-xla", "tf-bf16", "tf-bf16-fuse", "hf-fp32",
-            "hf-bf16", "tf-fp32-3qkv", "tf-bf16-3qkv")
+            "hf-bf16", "tf-fp32-3qkv", "tf-bf16-3qkv", "tf-fp32-bf16mm")
 DEFAULT_VARIANTS = "tf-fp32-xla,tf-fp32,tf-bf16-xla,tf-bf16,hf-fp32"
 PEAK_N = 4096
 PEAK_REPS = 5
@@ -181,7 +183,7 @@ def worker_peak_tf(args):
     return result
 
 
-def build_tf_step(args, precision, xla, model_size="electra_small", model_overrides=None):
+def build_tf_step(args, precision, xla, model_size="electra_small", model_overrides=None, matmul_dtype="float32"):
     """(train_step, batch, config): our whole pretraining step (forward, backward, optimizer) as one
     tf.function over a fixed synthetic batch; shared with bench/profile_step_cpu.py (model_overrides: its
     --model-hparams)."""
@@ -194,7 +196,7 @@ def build_tf_step(args, precision, xla, model_size="electra_small", model_overri
     config = PretrainingConfig.create({
         "model_size": model_size, "max_seq_length": args.seq_length,
         "train_batch_size": args.batch_size, "mixed_precision": policy, "use_xla": xla,
-        "model_hparam_overrides": model_overrides or {}})
+        "matmul_dtype": matmul_dtype, "model_hparam_overrides": model_overrides or {}})
     model = build_pretrainer(config, dtype=config.mixed_precision)
     optimizer = build_optimizer(config)
     optimizer.build(model.trainable_variables)
@@ -212,13 +214,14 @@ def build_tf_step(args, precision, xla, model_size="electra_small", model_overri
     return train_step, batch, config
 
 
-def worker_tf(args, precision, xla):
+def worker_tf(args, precision, xla, matmul_dtype="float32"):
     import keras
     import tensorflow as tf
 
     from bench.flops import train_flops_per_sequence
 
-    train_step, batch, config = build_tf_step(args, precision, xla, args.model_size, json.loads(args.model_hparams))
+    train_step, batch, config = build_tf_step(args, precision, xla, args.model_size, json.loads(args.model_hparams),
+                                              matmul_dtype)
     if args.model_size == "electra_small":
         assert config.generator_hidden_size == 0.25, config.generator_hidden_size
     generator = config.generator_model_config()
@@ -354,7 +357,8 @@ def run_in_worker(args):
         with contextlib.ExitStack() as stack:
             if name.endswith("-3qkv"):  # Q/K/V by three matmuls, as before the one-matmul projection
                 stack.enter_context(three_qkv_matmuls())
-            result = worker_tf(args, "bf16" if "bf16" in name else "fp32", name.endswith("-xla"))
+            result = worker_tf(args, "bf16" if name.startswith("tf-bf16") else "fp32", name.endswith("-xla"),
+                               "bfloat16" if name.endswith("-bf16mm") else "float32")
     elif name in ("hf-fp32", "hf-bf16"):
         result = worker_hf(args, name[3:])  # hf-bf16: the forward passes under torch.autocast(bfloat16)
     else:

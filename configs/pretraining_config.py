@@ -9,6 +9,7 @@ import pathlib
 from typing import Optional
 
 from configs import loading
+from configs.finetuning_config import MATMUL_DTYPES
 from configs.model_config import ModelConfig, read_model_size
 from common.errors import InputError
 from configs.objective import ObjectiveSettings
@@ -58,6 +59,10 @@ class PretrainingConfig:
     num_eval_steps: int = 100
     keep_checkpoint_max: int = 5  # 0 keeps all
     mixed_precision: str = "float32"  # a Keras dtype policy name
+    # "bfloat16": under mixed_precision float32, every dense projection's and the generator's vocabulary matmul
+    # take bfloat16 operands, the rest stays float32 (model/matmul.py); under a 16-bit mixed_precision the
+    # matmuls already take 16-bit operands and it changes nothing
+    matmul_dtype: str = "float32"
     use_xla: bool = True  # jit-compile the forward/backward pass (see training/step.py for CPU)
     # option: XLA fuses only the elementwise ops, the matmuls stay oneDNN's (training/xla_fusion.py); where
     # use_xla does not compile the step (CPU hosts)
@@ -94,6 +99,9 @@ class PretrainingConfig:
         if self.mixed_precision not in DTYPE_POLICIES:
             raise InputError(f"pretraining config: mixed_precision {self.mixed_precision!r} is not one "
                              f"of {', '.join(DTYPE_POLICIES)}")
+        if self.matmul_dtype not in MATMUL_DTYPES:
+            raise InputError(f"pretraining config: matmul_dtype {self.matmul_dtype!r} is not one of "
+                             f"{', '.join(MATMUL_DTYPES)}")
         if self.optimizer not in OPTIMIZERS:
             raise InputError(f"pretraining config: optimizer {self.optimizer!r} is not one of "
                              f"{', '.join(OPTIMIZERS)}")

@@ -3,7 +3,7 @@ import keras
 from keras import ops
 
 from model.initializers import glorot_uniform, truncated_normal
-from model.matmul import Dense
+from model.matmul import Dense, check_matmul_dtype, operand_dtype
 from model.layer_norm import layer_norm
 
 
@@ -33,19 +33,23 @@ class GeneratorHead(keras.layers.Layer):
 
     With positions None every position goes through it ([batch, seq, V]): Electric's cloze head, the
     same layers under the TF1 scope `cloze_predictions` (the original's get_token_logits).
+
+    `matmul_dtype` (model/matmul.py; "float32" by default): its dense layer's and the vocabulary matmul's operands
+    in bfloat16 under a float32 compute dtype, the logits float32 as always.
     """
 
     def __init__(self, vocab_size, embedding_size, initializer_range=0.02, layer_norm_epsilon=1e-12,
-                 **kwargs):
+                 matmul_dtype="float32", **kwargs):
         kwargs.setdefault("name", "generator_predictions")
         super().__init__(**kwargs)
+        self.matmul_dtype = check_matmul_dtype(matmul_dtype)
         self.vocab_size = vocab_size
         self.embedding_size = embedding_size
         self.initializer_range = initializer_range
         self.layer_norm_epsilon = layer_norm_epsilon
         self.dense = Dense(embedding_size, activation="gelu",
                            kernel_initializer=truncated_normal(initializer_range),
-                           dtype=self.dtype_policy, name="dense")
+                           matmul_dtype=matmul_dtype, dtype=self.dtype_policy, name="dense")
         self.layer_norm = layer_norm("LayerNorm", layer_norm_epsilon)
 
     def build(self, sequence_shape):
@@ -59,15 +63,15 @@ class GeneratorHead(keras.layers.Layer):
         if positions is not None:
             sequence_output = gather_positions(sequence_output, positions)
         hidden = self.layer_norm(self.dense(sequence_output))
-        logits = ops.einsum("bne,ve->bnv", ops.cast(hidden, self.compute_dtype),
-                            ops.cast(embedding_table, self.compute_dtype))
+        dtype = operand_dtype(self.matmul_dtype, self.compute_dtype) or self.compute_dtype
+        logits = ops.einsum("bne,ve->bnv", ops.cast(hidden, dtype), ops.cast(embedding_table, dtype))
         return ops.add(ops.cast(logits, "float32"), ops.cast(self.output_bias, "float32"))
 
     def get_config(self):
         config = super().get_config()
         config.update(vocab_size=self.vocab_size, embedding_size=self.embedding_size,
                       initializer_range=self.initializer_range,
-                      layer_norm_epsilon=self.layer_norm_epsilon)
+                      layer_norm_epsilon=self.layer_norm_epsilon, matmul_dtype=self.matmul_dtype)
         return config
 
 

@@ -10,6 +10,7 @@ import keras
 
 from model.embeddings import BertEmbeddings
 from model.encoder import BertEncoder
+from model.matmul import set_matmul_dtype
 from model.optimizers import create_optimizer
 from model.two_tower import TwoTowerEncoder
 from pretrain.pretrainer import ElectraPretrainer
@@ -69,7 +70,9 @@ def build_pretrainer(config, dtype=None):
         raise ValueError("gdes_embeddings shares the generator's embeddings; it cannot be combined "
                          "with untied_generator_embeddings")
     generator, discriminator = build_encoders(config, dtype)
-    return ElectraPretrainer(generator, discriminator, objective=config.objective_settings(), dtype=dtype)
+    pretrainer = ElectraPretrainer(generator, discriminator, objective=config.objective_settings(), dtype=dtype)
+    set_matmul_dtype(pretrainer, config.matmul_dtype)  # model/matmul.py: a no-op at float32 or a 16-bit policy
+    return pretrainer
 
 
 def build_optimizer(config):

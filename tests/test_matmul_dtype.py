@@ -1,7 +1,7 @@
 """The matmul_dtype option (model/matmul.py): "float32" (the default) is the code before the option bit for bit;
 "bfloat16" gives a micro encoder's outputs within bfloat16 rounding of float32's, changes no weight or its name (a
 checkpoint written under either setting restores under the other), does nothing under mixed_bfloat16, and works
-the same under JAX; the fine-tuning config refuses other values in one line."""
+the same under JAX; the fine-tuning and pretraining configs take it and refuse other values in one line."""
 import json
 import pathlib
 import textwrap
@@ -199,3 +199,29 @@ def test_under_jax_too():
     assert results["dtype"] == "float32" and results["back_to_float32_equal"]
     assert 0 < results["sequence"] <= 8 * BF16_ROUNDOFF
     assert results["logits"] <= 8 * BF16_ROUNDOFF * results["largest_logit"]
+
+
+def test_pretraining_takes_it_too():
+    """PretrainingConfig.matmul_dtype reaches every dense layer, attention and the generator's vocabulary matmul
+    of the pretrainer; its losses stay within bfloat16 rounding of float32's (the MLM loss is a log-softmax over
+    logits each off by a few roundoffs: 1% is ample, measured under 0.01%); a bad value is one line."""
+    from common.errors import InputError
+    from model.matmul import matmul_dtype_of
+    from tests.model_fixtures import NO_DROPOUT, fixed_masking, tiny_batch, tiny_config, tiny_pretrainer
+
+    reference = tiny_pretrainer(**NO_DROPOUT)
+    option = tiny_pretrainer(**NO_DROPOUT, matmul_dtype="bfloat16")
+    assert matmul_dtype_of(reference) == "float32" and option.generator_head.matmul_dtype == "bfloat16"
+    assert all(layer.matmul_dtype == "bfloat16" for layer in option._flatten_layers() if hasattr(layer, "matmul_dtype"))
+    assert [v.path for v in option.weights] == [v.path for v in reference.weights]
+    option.set_weights(reference.get_weights())
+    batch = tiny_batch()
+    masked = fixed_masking(batch)
+    sampled = np.array([[5, 7], [9, 55], [11, 12], [10, 21]], "int32")
+    expected, got = (model.compute_losses(batch, masked_inputs=masked, sampled_ids=sampled)
+                     for model in (reference, option))
+    for name in ("mlm", "disc"):
+        value, want = float(getattr(got, name).loss), float(getattr(expected, name).loss)
+        assert value != want and value == pytest.approx(want, rel=0.01), name
+    with pytest.raises(InputError, match="pretraining config: matmul_dtype 'fp16' is not one of float32, bfloat16"):
+        tiny_config(matmul_dtype="fp16")
