@@ -75,7 +75,7 @@ FILE_SECONDS = {
     "test_tokenization_python": 54, "test_optimization": 52, "test_pretrainer": 50, "test_jax_finetune": 41,
     "test_jax_finetune_buckets": 41, "test_onnx_clients": 41, "test_tf_trainer_speed_equivalence": 40,
     "test_tokenization": 40, "test_encoder_learns_context": 40, "test_vocab": 35, "test_bench_gpu_speed": 33,
-    "test_bench_dense_grad": 32, "test_quiet": 32, "test_jax_product": 31, "test_backend_neutral": 31,
+    "test_bench_dense_grad": 32, "test_quiet": 32, "test_backend_neutral": 31,
     "test_flash_attention": 29, "test_scan_layers": 28, "test_inspect_model": 26, "test_attention_dtype": 26,
     "test_onnx_export": 25, "test_saved_model_ids": 25, "test_checkpoints_variants": 24, "test_finetune_chunk": 24,
     "test_checkpoints_saved_model": 24, "test_collapse_run": 22, "test_finetune_squad": 21, "test_onnx_predict": 20,

@@ -1,23 +1,13 @@
-"""The JAX path as a product, with no study: studies.device_path.export here, training_jax.pretrain under JAX
-without TensorFlow (its --out a model folder TensorFlow's readers take as it is), studies.device_path.import_jax back
-here (a copy and a check), then run_finetuning.py on the imported folder."""
+"""The device path's import (studies.device_path.import_jax) refuses weights that do not match, and weights brought
+back in shards read back whole. The path end to end (export, the run under JAX, the import, run_finetuning.py on
+the imported folder) is tests/test_jax_run.py's; the product's own (run_pretraining.py under JAX, then
+run_finetuning.py on its folder under TensorFlow) is tests/test_run_pretraining_jax.py's."""
 import json
-import pathlib
 
 import numpy as np
 import pytest
 
-from tests.helpers import MICRO_MODEL, build_tiny_dataset, run_script_under_jax, write_rte
-
-REPO = pathlib.Path(__file__).resolve().parents[1]
-
-PRETRAIN = '''
-import sys
-sys.modules["tensorflow"] = None  # as on a GPU machine without TensorFlow: any use of it fails
-from studies.device_path import pretrain_export as pretrain
-outcome = pretrain.main(["--export", EXPORT, "--model", "micro", "--out", RUNS])
-print("RESULTS" + __import__("json").dumps({"outcome": outcome}))
-'''
+from tests.helpers import MICRO_MODEL, build_tiny_dataset
 
 
 @pytest.fixture(scope="module")
@@ -31,46 +21,8 @@ def exported(tmp_path_factory):
                "num_warmup_steps": 2, "learning_rate": 1e-3, "do_eval": True}
     study = export.main(["--data-dir", str(root / "data"), "--model-name", "micro", "--hparams", json.dumps(hparams),
                          "--checkpoints", "2", "--out", str(root / "export")])
-    return root, study
-
-
-def test_export_train_import_then_finetune_with_tensorflow(exported):
-    import run_finetuning
-    from studies.device_path import import_jax
-    from pretrain.loaded_folder import load_model_folder
-    from storage.checkpoint_bundle import read_model_weights
-
-    root, study = exported
     assert study["models"]["micro"]["checkpoint_steps"] == [4, 8]
-    runs = root / "data" / "models" / "micro_run"  # the run's --out is a model folder: it can sit among them
-    script = PRETRAIN.replace("EXPORT", repr(str(root / "export"))).replace("RUNS", repr(str(runs)))
-    assert run_script_under_jax(script, REPO)["outcome"] == "done"
-    assert {"config.json", "vocab.txt", "checkpoint", "ckpt-4.index", "ckpt-8.index"} <= {p.name
-                                                                                           for p in runs.iterdir()}
-    trained = read_model_weights(runs / "ckpt-8")
-    assert {value.dtype.name for value in trained.values()} == {"float16"}  # --weights-dtype's default
-    as_it_is = load_model_folder(runs)  # no import step: TensorFlow's readers take the run's folder
-    assert as_it_is.checkpoint.endswith("ckpt-8") and as_it_is.config.num_train_steps == 8
-
-    folder = import_jax.main(["--export", str(root / "export"), "--weights", str(runs),
-                              "--data-dir", str(root / "data"), "--model-name", "micro_jax"])
-    for name in ("ckpt-8.index", "ckpt-8.data-00000-of-00001"):  # a copy
-        assert (folder / name).read_bytes() == (runs / name).read_bytes()
-    loaded = load_model_folder(folder)
-    assert loaded.config.num_train_steps == 8 and loaded.checkpoint.endswith("ckpt-8")
-    for variable, unimported in zip(loaded.pretrainer.weights, as_it_is.pretrainer.weights):
-        # exactly what JAX trained, widened from float16
-        np.testing.assert_array_equal(variable.numpy(), trained[variable.path].astype(variable.dtype))
-        np.testing.assert_array_equal(variable.numpy(), unimported.numpy())
-
-    text = (root / "data" / "corpus" / "part0.txt").read_text().replace("\n", " ")
-    sentences = [" ".join(s.split()[:10]) for s in text.split(". ") if len(s.split()) >= 6]
-    write_rte(root / "glue" / "rte", sentences, {"train": 24, "dev": 8}, seed=0)
-    run_finetuning.main(["--data-dir", str(root / "data"), "--model-name", "micro_jax", "--task", "rte",
-                         "--finetuning-data-dir", str(root / "glue"),
-                         "--hparams", json.dumps({"max_train_steps": 2, "save_finetuned_models": False})])
-    results = json.loads((folder / "results" / "rte_results.json").read_text())
-    assert results["complete"] and results["checkpoint"].endswith("ckpt-8")
+    return root, study
 
 
 def test_import_refuses_what_does_not_match(exported, tmp_path, capsys):
