@@ -400,3 +400,46 @@ def carried_wheels(source, folder):
     for name in ("keras", "namex", "optree"):
         [wheel] = source.glob(f"{name}-{version(name)}-*.whl")
         shutil.copy(wheel, folder)
+
+
+# ---------------------------------------------------------------- several commands of one script in one JAX process
+LAUNCH_EACH = '''  # argv: the script, then the commands as JSON [[log file, argv], ...]
+import json, os, runpy, sys, traceback
+sys.modules["tensorflow"] = None
+script, commands = sys.argv[1], json.loads(sys.argv[2])
+codes = []
+for number, (log, argv) in enumerate(commands):
+    sys.stdout.flush(), sys.stderr.flush()
+    saved = os.dup(1), os.dup(2)
+    with open(log, "w") as output:
+        os.dup2(output.fileno(), 1), os.dup2(output.fileno(), 2)
+    try:
+        sys.argv = [script] + argv
+        runpy.run_path(script, run_name="__main__")
+        stop = SystemExit(0)
+    except SystemExit as raised:
+        stop = raised
+    except BaseException:
+        traceback.print_exc()
+        stop = SystemExit(1)
+    finally:
+        sys.stdout.flush(), sys.stderr.flush()
+        os.dup2(saved[0], 1), os.dup2(saved[1], 2)
+    codes.append(stop.code if isinstance(stop.code, int) else (0 if stop.code is None else 1))
+    print("CODES" + json.dumps(codes), flush=True)
+    if number == len(commands) - 1:
+        raise stop
+'''
+
+
+def run_each_under_jax(script, commands, repo):
+    """Each (log file, argv) of `commands` as `python SCRIPT ARGV` would run it under KERAS_BACKEND=jax with TensorFlow
+    unimportable, all in one process (a process each costs seconds of start-up), each with its own log: the exit
+    codes, in order. A traceback anywhere fails the test."""
+    env = dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu", PYTHONPATH=str(repo), XLA_FLAGS=JAX_TEST_XLA_FLAGS)
+    done = subprocess.run([sys.executable, "-c", LAUNCH_EACH, script, json.dumps(commands)], cwd=repo, env=env,
+                          capture_output=True, text=True, timeout=600)
+    codes = [json.loads(line[len("CODES"):]) for line in done.stdout.splitlines() if line.startswith("CODES")]
+    assert codes and len(codes[-1]) == len(commands), done.stdout[-2000:] + done.stderr[-2000:]
+    assert done.returncode == codes[-1][-1] and "Traceback" not in done.stderr, done.stderr[-2000:]
+    return codes[-1]

@@ -15,7 +15,7 @@ import time
 import numpy as np
 import pytest
 
-from tests.helpers import JAX_TEST_XLA_FLAGS, MICRO_MODEL, write_corpus, write_rte, write_vocab
+from tests.helpers import JAX_TEST_XLA_FLAGS, MICRO_MODEL, run_each_under_jax, write_corpus, write_rte, write_vocab
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 LAUNCH = ('import sys, runpy; sys.modules["tensorflow"] = None; sys.argv = ["run_finetuning.py"] + sys.argv[1:]; '
@@ -58,33 +58,6 @@ def launch(data_dir, model, tasks_dir, task, log, *flags, steps=4, trials=1):
 # Several commands in one process (TensorFlow unimportable, as LAUNCH): each runs run_finetuning.py as __main__ with
 # its own argv, its stdout and stderr (the file descriptors, so everything written) in its own log, and its exit
 # status recorded; the last command's SystemExit ends the process, so that its status is the process's own.
-LAUNCH_EACH = '''
-import json, os, runpy, sys, traceback
-sys.modules["tensorflow"] = None
-commands = json.loads(sys.argv[1])
-codes = []
-for number, (log, argv) in enumerate(commands):
-    sys.stdout.flush(), sys.stderr.flush()
-    saved = os.dup(1), os.dup(2)
-    with open(log, "w") as output:
-        os.dup2(output.fileno(), 1), os.dup2(output.fileno(), 2)
-    try:
-        sys.argv = ["run_finetuning.py"] + argv
-        runpy.run_path("run_finetuning.py", run_name="__main__")
-        stop = SystemExit(0)
-    except SystemExit as raised:
-        stop = raised
-    except BaseException:
-        traceback.print_exc()
-        stop = SystemExit(1)
-    finally:
-        sys.stdout.flush(), sys.stderr.flush()
-        os.dup2(saved[0], 1), os.dup2(saved[1], 2)
-    codes.append(stop.code if isinstance(stop.code, int) else (0 if stop.code is None else 1))
-    print("CODES" + json.dumps(codes), flush=True)
-    if number == len(commands) - 1:
-        raise stop
-'''
 
 
 def finished(process, log):
@@ -193,14 +166,8 @@ def test_bad_input_gets_one_line_and_exit_code_2(folders, tmp_path):
     commands = [(str(tmp_path / f"bad{number}.log"),
                  command_args(root / "data", model, root / "glue", flags[flags.index("--task") + 1], *flags[2:]))
                 for number, (model, flags, _) in enumerate(cases.values())]
-    env = dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu", PYTHONPATH=str(REPO_ROOT),
-               XLA_FLAGS=JAX_TEST_XLA_FLAGS)
-    done = subprocess.run([sys.executable, "-c", LAUNCH_EACH, json.dumps(commands)], cwd=REPO_ROOT, env=env,
-                          capture_output=True, text=True, timeout=600)
-    codes = [json.loads(line[len("CODES"):]) for line in done.stdout.splitlines() if line.startswith("CODES")]
-    assert codes and len(codes[-1]) == len(cases), done.stdout[-2000:] + done.stderr[-2000:]
-    assert done.returncode == codes[-1][-1] and "Traceback" not in done.stderr, done.stderr[-2000:]
-    for (label, (_, _, expected)), (log, _), code in zip(cases.items(), commands, codes[-1]):
+    codes = run_each_under_jax("run_finetuning.py", commands, REPO_ROOT)
+    for (label, (_, _, expected)), (log, _), code in zip(cases.items(), commands, codes):
         output = pathlib.Path(log).read_text()
         last = output.strip().splitlines()[-1]
         print(f"{label}: {last}")

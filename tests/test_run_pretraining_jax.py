@@ -16,7 +16,7 @@ import types
 import numpy as np
 import pytest
 
-from tests.helpers import JAX_QUICK_XLA_FLAGS, MICRO_MODEL, build_tiny_dataset, write_rte
+from tests.helpers import JAX_QUICK_XLA_FLAGS, MICRO_MODEL, build_tiny_dataset, run_each_under_jax, write_rte
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 # TensorFlow made unimportable, as on a GPU machine without it; then the command as a user types it
@@ -199,3 +199,39 @@ def test_the_dry_run_prints_the_gpu_settings_without_building_anything(tmp_path,
            "(default); bf16 attention on (default)" in printed
     assert "platform gpu: precision float32; " in printed
     assert not (data_dir / "models").exists()
+
+
+def test_bad_input_gets_the_tensorflow_runs_one_line_and_exit_code_2(runs, tmp_path, capsys):
+    """A dataset folder without metadata.json, a config that does not match the dataset, a damaged shard and a
+    checkpoint to continue from of another model: one line naming the file, exit 2, under JAX as under TensorFlow
+    (the same line where both resolve the run the same way; a second writer: above)."""
+    import run_pretraining
+
+    _, data_dir, model_dir, _ = runs
+    (tmp_path / "empty" / "pretrain_tfrecords").mkdir(parents=True)  # a folder, but no metadata.json
+    damaged = tmp_path / "damaged"
+    shutil.copytree(data_dir / "pretrain_tfrecords", damaged / "pretrain_tfrecords")
+    shard = sorted((damaged / "pretrain_tfrecords").glob("*.tfrecord*"))[0]
+    data = bytearray(shard.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    shard.write_bytes(bytes(data))
+    wider = {**HPARAMS, "model_hparam_overrides": {**HPARAMS["model_hparam_overrides"], "hidden_size": 48}}
+    cases = {  # label: (data dir, hparams, extra flags, what the line names)
+        "no metadata": (tmp_path / "empty", HPARAMS, [], "metadata.json"),
+        "config against dataset": (data_dir, {**HPARAMS, "max_seq_length": 64}, [], str(data_dir)),
+        "damaged shard": (damaged, HPARAMS, [], shard.name),
+        "init checkpoint of another model": (data_dir, wider, ["--init-checkpoint", str(model_dir)], str(model_dir))}
+    commands = [(str(tmp_path / f"bad{number}.log"),
+                 ["--data-dir", str(folder), "--model-name", f"bad{number}", "--hparams", json.dumps(hparams), *flags])
+                for number, (folder, hparams, flags, _) in enumerate(cases.values())]
+    codes = run_each_under_jax("run_pretraining.py", commands, REPO_ROOT)
+    for (label, (*_, named)), (log, argv), code in zip(cases.items(), commands, codes):
+        output = pathlib.Path(log).read_text()
+        last = output.strip().splitlines()[-1]
+        assert code == 2 and last.startswith("error: ") and named in last and "Traceback" not in output, (label,
+                                                                                                        output[-2000:])
+        if label in ("no metadata", "config against dataset"):  # resolved by configs.resolve under either backend
+            with pytest.raises(SystemExit) as stopped:
+                run_pretraining.main(argv)
+            assert stopped.value.code == 2 and capsys.readouterr().err.strip().splitlines()[-1] == last, label
+        assert not (pathlib.Path(argv[1]) / "models" / argv[3] / "checkpoint").exists(), label  # no run it made
