@@ -45,7 +45,7 @@ import pathlib
 import sys
 import time
 
-from common.errors import InputError, exit_on_input_error
+from common.errors import InputError
 from pretrain_loop.base import DONE, PAUSED, PretrainingLoop
 from pretrain_loop.cadence import Cadence
 from training_jax import data_parallel, fit, speed_settings
