@@ -202,9 +202,10 @@ def test_the_dry_run_prints_the_gpu_settings_without_building_anything(tmp_path,
 
 
 def test_bad_input_gets_the_tensorflow_runs_one_line_and_exit_code_2(runs, tmp_path, capsys):
-    """A dataset folder without metadata.json, a config that does not match the dataset, a damaged shard and a
-    checkpoint to continue from of another model: one line naming the file, exit 2, under JAX as under TensorFlow
-    (the same line where both resolve the run the same way; a second writer: above)."""
+    """A dataset folder without metadata.json, a config that does not match the dataset, a damaged shard, and a
+    checkpoint to continue from of another model or none there: one line naming the file (or the flag), exit 2,
+    under JAX as under TensorFlow (the same line where both resolve the run the same way; a second writer: above).
+    Last, --init-checkpoint of a matching folder: the run starts from its weights."""
     import run_pretraining
 
     _, data_dir, model_dir, _ = runs
@@ -220,7 +221,12 @@ def test_bad_input_gets_the_tensorflow_runs_one_line_and_exit_code_2(runs, tmp_p
         "no metadata": (tmp_path / "empty", HPARAMS, [], "metadata.json"),
         "config against dataset": (data_dir, {**HPARAMS, "max_seq_length": 64}, [], str(data_dir)),
         "damaged shard": (damaged, HPARAMS, [], shard.name),
-        "init checkpoint of another model": (data_dir, wider, ["--init-checkpoint", str(model_dir)], str(model_dir))}
+        "init checkpoint of another model": (data_dir, wider, ["--init-checkpoint", str(model_dir)], str(model_dir)),
+        "no such init checkpoint": (data_dir, HPARAMS, ["--init-checkpoint", str(tmp_path / "none")],
+                                    f"--init-checkpoint {tmp_path / 'none'}"),
+        # and one that goes: a matching model folder's weights, then two steps (the same process: no second start-up)
+        "init checkpoint": (data_dir, {**HPARAMS, "num_train_steps": 2}, ["--init-checkpoint", str(model_dir)],
+                            f"weights from {model_dir}; fresh optimizer moments")}
     commands = [(str(tmp_path / f"bad{number}.log"),
                  ["--data-dir", str(folder), "--model-name", f"bad{number}", "--hparams", json.dumps(hparams), *flags])
                 for number, (folder, hparams, flags, _) in enumerate(cases.values())]
@@ -228,6 +234,10 @@ def test_bad_input_gets_the_tensorflow_runs_one_line_and_exit_code_2(runs, tmp_p
     for (label, (*_, named)), (log, argv), code in zip(cases.items(), commands, codes):
         output = pathlib.Path(log).read_text()
         last = output.strip().splitlines()[-1]
+        if label == "init checkpoint":
+            assert code == 0 and named in output and (pathlib.Path(argv[1]) / "models" / argv[3] / "ckpt-2.index"
+                                                       ).is_file(), output[-2000:]
+            continue
         assert code == 2 and last.startswith("error: ") and named in last and "Traceback" not in output, (label,
                                                                                                         output[-2000:])
         if label in ("no metadata", "config against dataset"):  # resolved by configs.resolve under either backend

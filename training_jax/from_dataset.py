@@ -151,6 +151,7 @@ def run_options(args, work, model_dir, keep_checkpoints):
     return pretrain.run_options(
         model_dir, state_dir=work / "state", state_at_checkpoints=True, keep_checkpoints=keep_checkpoints,
         fit_minutes=args.max_minutes, init_from=[pathlib.Path(args.init_checkpoint)] if args.init_checkpoint else None,
+        init_flag="--init-checkpoint",
         **{name: getattr(args, name) for name in ("devices", "num_processes", "process_id", "coordinator_address")},
         **{name: getattr(args, name) for name in STEP_FLAG_NAMES})
 

@@ -241,7 +241,7 @@ class Run(PretrainingLoop):
         machine), so the schedule warms up again."""
         from training_jax.weights import assign_weights, read_weight_files
 
-        weights = {key: value for key, (value, _) in read_weight_files(files, "--init-from").items()}
+        weights = {key: value for key, (value, _) in read_weight_files(files, self.args.init_flag).items()}
         assign_weights(self.model, weights, files[0])
         self.log(f"weights from {', '.join(str(f) for f in files)}; fresh optimizer moments")
 
@@ -527,6 +527,7 @@ def add_run_arguments(parser):
                         help="start from an earlier run's weights: its model folder (--out) or a checkpoint prefix "
                              "(…/ckpt-N), or the older .npz files (weights-<step>.npz or all its shards), with fresh "
                              "optimizer moments; a saved state of this run still wins")
+    parser.set_defaults(init_flag="--init-from")  # the flag its messages name (run_pretraining.py: --init-checkpoint)
     speed_settings.add_step_flags(parser)
     parser.add_argument("--devices", type=int, default=None, metavar="N",
                         help="train on the first N local devices, data parallel (the global batch split over them; "
