@@ -14,7 +14,9 @@ eval_every_steps (else at each checkpoint) when do_eval.
 What the JAX run keeps beside the model folder's files lives in its jax_work/ folder: the examples as arrays
 (made once per dataset), the resolved config, and the resumable state (weights, optimizer slots, step, the
 batch order's position), saved at each checkpoint, every few minutes and at the end: the same command continues from
-it. --max-minutes sizes the run to end, saved, that many minutes after it starts (training_jax.fit).
+it; over several hosts (--num-processes, --process-id, --coordinator-address) process I > 0 keeps its own in
+jax_work.process-I/. --max-minutes sizes the run to end, saved, that many minutes after it starts
+(training_jax.fit); --dry-run prints the step's settings for a --platform and builds nothing.
 """
 import argparse
 import hashlib
@@ -127,7 +129,8 @@ def fit_block(name, config):
     fraction, evaluations spread as EVALS_PER_SIZED_RUN, a checkpoint every save_checkpoints_steps and at the end."""
     return {"models": [name], "steps_per_unit": {name: 1.0}, "budgets": 1,
             "warmup_fraction": config.num_warmup_steps / config.num_train_steps, "evals": EVALS_PER_SIZED_RUN,
-            "max_units": config.num_train_steps, "checkpoint_every": config.save_checkpoints_steps or config.num_train_steps}
+            "max_units": config.num_train_steps,
+            "checkpoint_every": config.save_checkpoints_steps or config.num_train_steps}
 
 
 def refuse_tensorflow_checkpoints(model_dir, state_dir):
