@@ -15,9 +15,10 @@ fine-tuned model's dev labels under both settings compared.
 
 Issue 44's bar: bfloat16 operands become the default on AMX / avx512_bf16 CPUs only where a fine-tuning run
 reaches the same dev score (the issue: above 75% dev accuracy, labels agreeing, accuracy within 0.5 points).
-Cost on the Intel AMX machine of docs/benchmarks.md (2 cores): FROM_RANDOM's 3 epochs are about 6,300 updates of
-length-bucketed batches; at its measured 2-3 updates/s bucketed (float32; more with bfloat16 operands) that is
-roughly 35-55 minutes per setting, plus evaluation. `--hparams '{"max_train_steps": 300}'` is a quick look.
+Cost, an estimate (not run at full size yet): FROM_RANDOM's 3 epochs are about 6,300 updates of length-bucketed
+batches; bucketed updates ran at 3.2/s on the 2-core Zen 4 machine of docs/benchmarks.md, and on the 2-core Intel AMX
+one random batches run at about 1.1-1.3/s in float32, so roughly 35-55 minutes per setting, plus evaluation.
+`--hparams '{"max_train_steps": 300}'` is a quick look.
 """
 import argparse
 import json

@@ -37,6 +37,7 @@ COVERED_BY = {
     "gpu_speed": "tests/test_bench_gpu_speed.py",
     "gpu_window": "tests/test_gpu_window_product.py",
     "jax_startup": HERE,
+    "matmul_dtype_step": HERE,
     "predict_vs_hf": HERE,
     "pretrain_step_cpu": HERE,
     "pretrain_step_gpu": "tests/test_bench_gpu_speed.py",
@@ -267,6 +268,23 @@ def test_bf16_dev_score(tmp_path, shared_stand_in, monkeypatch, capsys):
                          r"agree on \d+ of 32", printed), printed
     config = json.loads((work / "bfloat16" / "models" / MODEL_NAME / "results" / "sst_results.json").read_text())
     assert config["config"]["matmul_dtype"] == "bfloat16"
+
+
+def test_matmul_dtype_step(tmp_path, shared_stand_in, monkeypatch, capsys):
+    from bench import matmul_dtype_step
+    from tests.checkpoint_fixtures import micro_model_folder
+
+    monkeypatch.setenv("ELECTRA_SHARED_DATA", str(shared_stand_in))
+    folder = micro_model_folder(tmp_path, shared_stand_in / "vocab" / "bert-base-uncased-vocab.txt", step=1,
+                                num_layers=1)
+    times = matmul_dtype_step.main(["--model-dir", str(folder), "--updates", "2", "--threads", "1"])
+    printed = capsys.readouterr().out
+    assert {setting: len(values) for setting, values in times.items()} == {"float32": 2, "bfloat16": 2}
+    for setting in ("float32", "bfloat16"):
+        line = next(line for line in printed.splitlines() if line.strip().startswith(f"matmul_dtype {setting}:"))
+        assert_finite_positive([float(value) for value in re.findall(r"\d+\.\d+", line)])  # times and losses
+    assert re.search(rf"float32 / bfloat16 operands: fastest {NUMBER}x, median {NUMBER}x, same batch \(median of 2\) "
+                     rf"{NUMBER}x", printed), printed
 
 
 # ------------------------------------------------------------------------------------------- JAX, one process
