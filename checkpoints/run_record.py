@@ -65,9 +65,20 @@ def used_config(run, warmup_fraction=None):
                      f"step counts the sizing gave it: {changed}")
 
 
+def with_defaults(config):
+    """The config dict with every PretrainingConfig field it lacks at its default: a run recorded before a field
+    existed (the H200 run of 2026-11-27 has no matmul_dtype) trained with the field's default."""
+    import dataclasses
+
+    from configs.pretraining_config import PretrainingConfig
+
+    defaults = {f.name: f.default for f in dataclasses.fields(PretrainingConfig) if f.default is not dataclasses.MISSING}
+    return {**plain(defaults), **plain(config)}
+
+
 def differences(used, expected, ignore=()):
-    """The fields (places aside) in which two config dicts differ."""
-    used, expected = plain(used), plain(expected)
+    """The fields (places aside) in which two config dicts differ, a field one of them lacks at its default."""
+    used, expected = with_defaults(used), with_defaults(expected)
     keys = sorted((set(used) | set(expected)) - set(PLACE_FIELDS) - set(ignore))
     return [key for key in keys if used.get(key) != expected.get(key)]
 

@@ -322,3 +322,12 @@ def test_the_h200_weights_import_match_jax_and_finetune_mrpc(h200_run, shared_da
     results = json.loads((folder / "results" / "mrpc_results.json").read_text())
     assert results["complete"] and results["trials_done"] == 1 and results["checkpoint"].endswith("ckpt-11144")
     assert 0 <= results["summary"][results["primary_metric"]]["median"] <= 100
+
+
+def test_a_record_made_before_a_config_field_existed_compares_at_its_default():
+    """The H200 run's record has no matmul_dtype (added later): it trained with the default, float32."""
+    from checkpoints.run_record import differences
+
+    assert differences({"seed": 1}, {"seed": 1, "matmul_dtype": "float32"}) == []
+    assert differences({"seed": 1}, {"seed": 1, "matmul_dtype": "bfloat16"}) == ["matmul_dtype"]
+    assert differences({"seed": 1, "matmul_dtype": "bfloat16"}, {"seed": 2}) == ["matmul_dtype", "seed"]
