@@ -72,7 +72,8 @@ def with_defaults(config):
 
     from configs.pretraining_config import PretrainingConfig
 
-    defaults = {f.name: f.default for f in dataclasses.fields(PretrainingConfig) if f.default is not dataclasses.MISSING}
+    defaults = {field.name: field.default for field in dataclasses.fields(PretrainingConfig)
+                if field.default is not dataclasses.MISSING}
     return {**plain(defaults), **plain(config)}
 
 
