@@ -46,10 +46,14 @@ def parse_args(argv=None):
                                   "to end, saved, this many minutes after it starts; at most the config's steps")
     jax_options.add_argument("--devices", type=int, default=None, metavar="N",
                              help="train on the first N local devices (default: all), data parallel")
-    jax_options.add_argument("--num-processes", type=int, default=None)
-    jax_options.add_argument("--process-id", type=int, default=None)
-    jax_options.add_argument("--coordinator-address", default=None,
-                             help="several hosts: as training_jax.pretrain's (docs/jax_gpu.md)")
+    jax_options.add_argument("--num-processes", type=int, default=None, metavar="N",
+                             help="several hosts: one process per host, every device of all of them data parallel "
+                                  "(default: JAX_NUM_PROCESSES, else 1; docs/jax_gpu.md)")
+    jax_options.add_argument("--process-id", type=int, default=None, metavar="I",
+                             help="this process's index, 0 to N-1; process 0 writes the model folder "
+                                  "(default: JAX_PROCESS_ID)")
+    jax_options.add_argument("--coordinator-address", default=None, metavar="HOST:PORT",
+                             help="process 0's host and a free port (default: JAX_COORDINATOR_ADDRESS)")
     speed_settings.add_step_flags(jax_options)
     jax_options.add_argument("--dry-run", action="store_true",
                              help="print the step's settings (precision and speed options) as resolved for --platform "

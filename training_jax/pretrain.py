@@ -393,8 +393,9 @@ class Run(PretrainingLoop):
         save_every = args.save_every_minutes * 60
         if self.placement.processes > 1:  # every process must stop and save at the same step: no clock decides
             if args.fit_minutes or args.time_limit_minutes:
-                raise InputError("--fit-minutes / --time-limit-minutes: over several processes each would stop by "
-                                 "its own clock; give a step count (--pause-at-step, or the config's steps)")
+                raise InputError("a time box (--max-minutes, --fit-minutes, --time-limit-minutes): over several "
+                                 "processes each would stop by its own clock; give a step count (the config's "
+                                 "num_train_steps, or --pause-at-step)")
             save_every = float("inf")  # the state saved at a pause and at the end, the same step on all
         if self.writes:
             args.out.mkdir(parents=True, exist_ok=True)
