@@ -432,11 +432,12 @@ for number, (log, argv) in enumerate(commands):
 '''
 
 
-def run_each_under_jax(script, commands, repo):
+def run_each_under_jax(script, commands, repo, **environment):
     """Each (log file, argv) of `commands` as `python SCRIPT ARGV` would run it under KERAS_BACKEND=jax with TensorFlow
-    unimportable, all in one process (a process each costs seconds of start-up), each with its own log: the exit
-    codes, in order. A traceback anywhere fails the test."""
-    env = dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu", PYTHONPATH=str(repo), XLA_FLAGS=JAX_TEST_XLA_FLAGS)
+    unimportable, all in one process (a process each costs seconds of start-up), each with its own log, with
+    `environment` added: the exit codes, in order. A traceback anywhere fails the test."""
+    env = {**os.environ, "KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu", "PYTHONPATH": str(repo),
+           "XLA_FLAGS": JAX_TEST_XLA_FLAGS, **environment}
     done = subprocess.run([sys.executable, "-c", LAUNCH_EACH, script, json.dumps(commands)], cwd=repo, env=env,
                           capture_output=True, text=True, timeout=600)
     codes = [json.loads(line[len("CODES"):]) for line in done.stdout.splitlines() if line.startswith("CODES")]

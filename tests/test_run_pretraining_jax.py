@@ -230,7 +230,9 @@ def test_bad_input_gets_the_tensorflow_runs_one_line_and_exit_code_2(runs, tmp_p
     commands = [(str(tmp_path / f"bad{number}.log"),
                  ["--data-dir", str(folder), "--model-name", f"bad{number}", "--hparams", json.dumps(hparams), *flags])
                 for number, (folder, hparams, flags, _) in enumerate(cases.values())]
-    codes = run_each_under_jax("run_pretraining.py", commands, REPO_ROOT)
+    # the programs the module's runs compiled (the same model, batch and XLA flags) are read back, not compiled again
+    codes = run_each_under_jax("run_pretraining.py", commands, REPO_ROOT, XLA_FLAGS=JAX_QUICK_XLA_FLAGS,
+                               JAX_COMPILATION_CACHE_DIR=str(model_dir / "jax_work" / "jax_cache"))
     for (label, (*_, named)), (log, argv), code in zip(cases.items(), commands, codes):
         output = pathlib.Path(log).read_text()
         last = output.strip().splitlines()[-1]
