@@ -37,6 +37,7 @@ EVALS_PER_SIZED_RUN = 30  # --max-minutes: held-out evaluations along the sized 
 def parse_args(argv=None):
     from configs.pretraining_arguments import add_pretraining_arguments
     from training_jax import speed_settings
+    from training_jax.pretrain import add_device_arguments
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_pretraining_arguments(parser)
@@ -44,16 +45,7 @@ def parse_args(argv=None):
     jax_options.add_argument("--max-minutes", type=float, default=0.0,
                              help="compile, time the update, and size the run (steps, warmup, decay, checkpoints) "
                                   "to end, saved, this many minutes after it starts; at most the config's steps")
-    jax_options.add_argument("--devices", type=int, default=None, metavar="N",
-                             help="train on the first N local devices (default: all), data parallel")
-    jax_options.add_argument("--num-processes", type=int, default=None, metavar="N",
-                             help="several hosts: one process per host, every device of all of them data parallel "
-                                  "(default: JAX_NUM_PROCESSES, else 1; docs/jax_gpu.md)")
-    jax_options.add_argument("--process-id", type=int, default=None, metavar="I",
-                             help="this process's index, 0 to N-1; process 0 writes the model folder "
-                                  "(default: JAX_PROCESS_ID)")
-    jax_options.add_argument("--coordinator-address", default=None, metavar="HOST:PORT",
-                             help="process 0's host and a free port (default: JAX_COORDINATOR_ADDRESS)")
+    add_device_arguments(jax_options)
     speed_settings.add_step_flags(jax_options)
     jax_options.add_argument("--dry-run", action="store_true",
                              help="print the step's settings (precision and speed options) as resolved for --platform "

@@ -530,14 +530,21 @@ def add_run_arguments(parser):
                              "optimizer moments; a saved state of this run still wins")
     parser.set_defaults(init_flag="--init-from")  # the flag its messages name (run_pretraining.py: --init-checkpoint)
     speed_settings.add_step_flags(parser)
+    add_device_arguments(parser)
+
+
+def add_device_arguments(parser):
+    """Where the run trains: the local devices, and over several hosts, this process's place (run_pretraining.py's
+    flags under JAX too)."""
     parser.add_argument("--devices", type=int, default=None, metavar="N",
                         help="train on the first N local devices, data parallel (the global batch split over them; "
                              "default: every local device)")
     parser.add_argument("--num-processes", type=int, default=None, metavar="N",
                         help="train over N processes (hosts), one per host, all devices of all of them data parallel "
-                             "(jax.distributed; default: JAX_NUM_PROCESSES, else 1)")
+                             "(jax.distributed; default: JAX_NUM_PROCESSES, else 1; docs/jax_gpu.md)")
     parser.add_argument("--process-id", type=int, default=None, metavar="I",
-                        help="this process's index, 0 to N-1; process 0 writes --out (default: JAX_PROCESS_ID)")
+                        help="this process's index, 0 to N-1; process 0 writes the model folder (default: "
+                             "JAX_PROCESS_ID)")
     parser.add_argument("--coordinator-address", default=None, metavar="HOST:PORT",
                         help="process 0's host and a free port (default: JAX_COORDINATOR_ADDRESS)")
 
