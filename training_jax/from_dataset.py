@@ -207,13 +207,13 @@ def main(argv=None):
 def open_run(args, resolved, work):
     """The run (training_jax.pretrain.Run) of the resolved config into its model folder, its examples' arrays made
     in `work` (once per dataset) and its programs cached there."""
-    from training_jax import pretrain
+    from training_jax import fit, pretrain
     from training_jax.compiles import use_compile_cache
 
     config = resolved.config
     work.mkdir(parents=True, exist_ok=True)
     eval_count = config.eval_batch_size * config.num_eval_steps if config.do_eval else 0
     write_arrays(work, resolved, eval_count, lambda line: print(line, flush=True))
-    plan = make_plan(work, args.model_name, config, resolved, eval_count)
+    plan = fit.sized_plan(make_plan(work, args.model_name, config, resolved, eval_count))  # a sized run: as sized
     use_compile_cache(work / pretrain.COMPILE_CACHE)
     return pretrain.Run(run_options(args, work, pathlib.Path(config.model_dir), config.keep_checkpoint_max), plan)

@@ -5,7 +5,8 @@
 What trains is what run_pretraining.py trains under TensorFlow: the run's plan (training_jax.run_plan) holds the
 config run_pretraining.py resolved, the dataset's examples as arrays, and the steps to log, evaluate and checkpoint
 at; model, masking, sampling, losses, optimizer and schedule are pretrain.builder's; one update is
-training_jax.step's (value_and_grad + optimizer.stateless_apply under one jit). What differs is the outer loop: batches are drawn from NumPy arrays of the dataset's examples
+training_jax.step's (value_and_grad + optimizer.stateless_apply under one jit). What differs is the outer loop:
+batches are drawn from NumPy arrays of the dataset's examples
 (a fresh seeded permutation per epoch) instead of tf.data, and the masking/sampling/dropout randomness
 comes from the model's own SeedGenerator instead of the TF loop's per-step seeds (same distributions,
 another stream).
@@ -187,7 +188,7 @@ class Run(PretrainingLoop):
 
         super().__init__(args.out, writes=jax.process_index() == 0)  # over several processes process 0 writes
         self.args = args
-        plan = self.plan = fit.sized_plan(plan)  # once sized (a rerun of a --fit-minutes run): the sized one
+        self.plan = plan  # as it trains: the sized one once a --fit-minutes run sized itself (fit.sized_plan)
         self.sized = plan.sized
         self.checkpoint_steps = list(plan.checkpoint_steps)
         self.log_every, self.eval_every = plan.log_every, plan.eval_every
