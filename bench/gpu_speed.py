@@ -63,7 +63,7 @@ HF_STARTUP_GUESS_S = 20.0  # torch + transformers imports, the models, CUDA's st
 HF_WARMUP_STEPS = 3
 COMPILE_GUESS_S_PER_LAYER = 3.0  # the H200 compiled electra_small's 24 layers (both towers) in 76 s
 BUILD_GUESS_S = 15.0  # building the model and tracing, before XLA compiles
-FINETUNE_GUESS_S = 300.0  # bench/finetune_jax_speed.py's default: several processes, each compiling
+FINETUNE_GUESS_S = 300.0  # bench/finetune_jax_speed.py's default: two run_finetuning.py processes, each compiling
 DECIDING = ("fused_attention", "scan_layers")  # the options the product has still to decide: measured first
 
 
@@ -430,7 +430,7 @@ def parse_args(argv=None):
     parser.add_argument("--no-finetuning", action="store_true")
     parser.add_argument("--finetune-estimate", type=float, default=FINETUNE_GUESS_S,
                         help="seconds the fine-tuning half is expected to take (it runs only if they fit)")
-    parser.add_argument("--finetune-args", default="--model-size electra_small --models 3 --before-models 1",
+    parser.add_argument("--finetune-args", default="--model-size electra_small --ways today,new",
                         help="bench/finetune_jax_speed.py's arguments for the fine-tuning half")
     parser.add_argument("--peak-tflops", type=float, default=None)
     parser.add_argument("--profile", default=None, metavar="DIR",

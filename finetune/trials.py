@@ -117,7 +117,7 @@ class TrialRunner:
 
     def start_trial(self, trial):
         """The trial's model and trainer, built from seed + trial (a caller that trains several trials at
-        once, training_jax.members, builds them here too, so each is what run_trial would have trained)."""
+        once, studies.device_path.members, builds them here too, so each is what run_trial would have trained)."""
         config, tasks = self.config, [d.task for d in self.task_data]
         seed = config.seed + trial
         keras.utils.set_random_seed(seed)
@@ -161,7 +161,7 @@ class TrialRunner:
                 save_finetuned_model(folder, started.encoder, started.model.heads[data.task.name], data.task,
                                      config, self.pretrained, scores)
             results[data.task.name] = {"trial": trial + 1, "seed": started.seed, "metrics": scores,
-                                       "train_seconds": round(train_seconds, 1)}
+                                       "train_seconds": round(train_seconds, 3)}
         if reporter is not None:
             reporter.close()
         return results

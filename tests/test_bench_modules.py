@@ -31,7 +31,7 @@ COVERED_BY = {
     "dense_grad_cpu": "tests/test_bench_dense_grad.py",
     "dropout_rng_cpu": "tests/test_bench_dropout_rng.py",
     "finetune_bucketing": HERE,
-    "finetune_jax_speed": "tests/test_jax_finetune_speed.py",
+    "finetune_jax_speed": HERE,
     "finetune_threads": HERE,
     "flops": "tests/test_bench_flops.py",
     "gpu_speed": "tests/test_bench_gpu_speed.py",
@@ -44,6 +44,7 @@ COVERED_BY = {
     "profile_step_cpu": "tests/test_bench_profile.py",
     "record_reader_speed": "tests/test_record_reader.py",
     "step_hlo_cpu": HERE,
+    "synthetic_glue": HERE,
     "worker_process": HERE,  # run_worker's side here; its real worker processes: tests/test_bench_dense_grad.py
 }
 MICRO_ONE_LAYER = {**MICRO_MODEL, "num_layers": 1}
@@ -291,7 +292,7 @@ def test_matmul_dtype_step(tmp_path, shared_stand_in, monkeypatch, capsys):
 JAX_SCRIPT = textwrap.dedent('''
     import contextlib, io, json, sys, types
     sys.modules["tensorflow"] = None
-    from bench import jax_startup, step_hlo_cpu, worker_process
+    from bench import finetune_jax_speed, jax_startup, step_hlo_cpu, worker_process
     from studies.device_path import returned_sizes  # the device path's sizes: a study's, run in this JAX process
     from tests.helpers import run_module_here
 
@@ -302,11 +303,18 @@ JAX_SCRIPT = textwrap.dedent('''
             ("returned_sizes", returned_sizes, ["--model-size", "electra_tiny", "--one-model", "--work",
                                                 WORK + "/returned", "--vocab-file", VOCAB]),
             ("step_hlo_cpu", step_hlo_cpu, ["--model-hparams", HPARAMS, "--vocab-size", "120", "--batch-size", "2",
-                                            "--seq-length", "16", "--variants", "cpu"])):
+                                            "--seq-length", "16", "--variants", "cpu"]),
+            # run_finetuning.py's own path, both ways in this process: two tasks (a classifier and a regression)
+            ("finetune_jax_speed", finetune_jax_speed, [
+                "--model-hparams", HPARAMS, "--tasks", "rte,sts", "--scale", "0.0001", "--max-seq-length", "32",
+                "--vocab-size", "200", "--seeds", "2", "--steps-per-dispatch", "2", "--in-process",
+                "--hparams", '{"max_train_steps": 3, "train_batch_size": 4, "eval_batch_size": 8}',
+                "--work", WORK + "/finetune", "--json", WORK + "/finetune.json"])):
         out = io.StringIO()
         with contextlib.redirect_stdout(out):
             module.main(argv)
         printed[name] = out.getvalue()
+    printed["finetune_jax_speed.json"] = json.load(open(WORK + "/finetune.json"))
     print("RESULTS" + json.dumps(printed))
 ''')
 
@@ -344,3 +352,46 @@ def test_jax_benchmarks_in_one_process(jax_benchmarks):
     row = re.search(r"^\| cpu \| (\d+) \| (\d+) \| (\d+) \| (\d+) \| ({NUMBER}) \|$".replace("{NUMBER}", NUMBER),
                     printed["step_hlo_cpu"], re.M)
     assert row and int(row.group(1)) >= int(row.group(2)) > 0 and int(row.group(3)) > 0, printed["step_hlo_cpu"]
+    # run_finetuning.py's speed ways: the same trials (updates) in both, every figure there, the new way's settings
+    speed = printed["finetune_jax_speed.json"]
+    today, new = speed["today"], speed["new"]
+    assert today["settings"]["steps_per_dispatch"] == 1 and today["settings"]["length_buckets"] is None, today
+    assert new["settings"]["steps_per_dispatch"] == 2 and new["settings"]["length_buckets"] == [32], new
+    assert today["updates"] == new["updates"] == 2 * 2 * 3  # two tasks, two seeds, max_train_steps 3
+    for way in (today, new):
+        assert way["train_seconds"] > 0 and way["updates_per_second"] > 0 and way["steady_updates_per_second"] > 0
+        assert sorted(way["dev_metrics"]) == ["rte", "sts"] and all(map(math.isfinite, way["dev_metrics"].values()))
+    assert today["compiles"] > 0  # the first way compiles; the second reuses what it can in this process
+    table = printed["finetune_jax_speed"]
+    assert re.search(rf"^updates/s once compiled +{NUMBER} +{NUMBER}$", table, re.M), table
+    assert re.search(rf"^new / today: wall_time {NUMBER}x, updates_per_second {NUMBER}x", table, re.M), table
+
+
+def test_synthetic_glue_files_read_as_glue_with_glues_lengths(tmp_path):
+    """bench.synthetic_glue's files: GLUE's readers take them, every word is one token of the made-up vocabulary,
+    labels are the task's, and the featurised lengths follow the task's (GLUE_LENGTHS' median)."""
+    import numpy as np
+
+    from bench.synthetic_glue import GLUE_LENGTHS, write_glue_files, write_vocab
+    from data.tokenization import load_tokenizer
+    from finetune.registry import get_task
+
+    vocab = write_vocab(tmp_path / "vocab.txt", size=300)
+    write_glue_files(tmp_path / "glue", vocab, rows={"sst": (400, 8), "mrpc": (300, 8), "sts": (8, 8)})
+    tokenizer = load_tokenizer(vocab, engine="python")
+    unknown = tokenizer.encode_batch(["[UNK]"])[0][0]
+    for name in ("sst", "mrpc", "sts"):
+        task = get_task(name)
+        train = task.read(tmp_path / "glue", "train")
+        assert len(train) == {"sst": 400, "mrpc": 300, "sts": 8}[name]
+        assert len(task.read(tmp_path / "glue", "dev")) == 8
+        texts = [t for example in train for t in (example.text_a, example.text_b) if t]
+        for ids, text in zip(tokenizer.encode_batch(texts), texts):
+            assert unknown not in ids and len(ids) == len(text.split()), text
+        if task.labels:
+            assert {example.label for example in train} <= set(task.labels)
+        else:
+            assert all(0.0 <= float(example.label) <= 5.0 for example in train)
+        if name != "sts":  # [CLS] text_a [SEP] (text_b [SEP])
+            lengths = [len(e.text_a.split()) + (len(e.text_b.split()) + 1 if e.text_b else 0) + 2 for e in train]
+            assert abs(np.median(lengths) - GLUE_LENGTHS[name][0]) <= 2, np.median(lengths)

@@ -315,9 +315,9 @@ def test_tagging_loss_sums_cross_entropy_over_labelled_positions():
 
 
 def test_the_task_export_scores_as_the_features_do(tokenizer, tmp_path):
-    """finetune.arrays carries the tag sequences, so the JAX path scores chunking without the files."""
+    """studies.device_path.task_arrays carries the tag sequences, so the JAX path scores chunking without the files."""
     from configs.finetuning_config import FinetuningConfig
-    from finetune.arrays import load_task_data, save_task_data
+    from studies.device_path.task_arrays import load_task_data, save_task_data
     from finetune.trials import TaskData
 
     task = get_task("chunk")

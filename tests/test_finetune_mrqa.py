@@ -13,7 +13,7 @@ import pytest
 
 from common.errors import InputError
 from configs.finetuning_config import FinetuningConfig
-from finetune import arrays
+from studies.device_path import task_arrays as arrays
 from finetune.mrqa import evaluate as mrqa_eval
 from finetune.mrqa.reader import read_mrqa
 from finetune.registry import get_task, parse_task_list

@@ -40,7 +40,7 @@ def setup(tmp_path_factory):
     import tensorflow as tf
 
     from data.tokenization import load_tokenizer
-    from finetune import arrays
+    from studies.device_path import task_arrays as arrays
     from finetune.pretrained import read_model_folder
     from finetune.registry import get_task
     from finetune.tf_trainer import TFTrainer
@@ -99,7 +99,7 @@ def setup(tmp_path_factory):
 
 
 def test_task_arrays_round_trip_features_labels_and_scores(setup):
-    from finetune.arrays import load_task_data
+    from studies.device_path.task_arrays import load_task_data
 
     original, = setup["task_data"]
     loaded, = load_task_data(setup["root"] / "tasks")
@@ -119,7 +119,7 @@ def test_task_arrays_round_trip_features_labels_and_scores(setup):
 
 
 def test_unfinished_or_mismatched_exports_are_refused(setup, tmp_path):
-    from finetune.arrays import load_task_data, save_task_data
+    from studies.device_path.task_arrays import load_task_data, save_task_data
     from finetune.registry import get_task
     from finetune.trials import TaskData
 
@@ -141,7 +141,7 @@ def test_unfinished_or_mismatched_exports_are_refused(setup, tmp_path):
 def test_the_recipe_of_an_exported_task_and_its_checks(setup):
     import dataclasses
 
-    from finetune.arrays import task_config, updates_per_trial
+    from studies.device_path.task_arrays import task_config, updates_per_trial
 
     tasks, pretraining = setup["root"] / "tasks", PretrainingConfig.load(setup["root"] / "models/tiny/config.json")
     config = task_config(tasks, "rte", pretraining, {"train_batch_size": 8})
@@ -183,7 +183,7 @@ def test_padding_to_a_multiple_changes_predictions_only_by_rounding(setup):
 def test_bad_weights_are_one_clear_error(setup, tmp_path):
     from finetune.pretrained import build_encoder
     from training_jax.arrays import read_weights
-    from training_jax.finetune import assign_by_path
+    from studies.device_path.finetune import assign_by_path
 
     encoder = build_encoder(setup["pretrained"].model_config)
     with pytest.raises(InputError, match="no such weights file"):
@@ -202,8 +202,8 @@ def test_bad_weights_are_one_clear_error(setup, tmp_path):
 
 def test_no_tensorflow_import_in_training_jax_or_the_neutral_finetune_modules():
     sources = sorted((REPO_ROOT / "training_jax").glob("*.py")) + [
-        REPO_ROOT / "finetune" / name for name in ("loop.py", "trials.py", "batches.py", "arrays.py",
-                                                     "bad_rows.py", "losses.py")]
+        REPO_ROOT / "finetune" / name for name in ("loop.py", "trials.py", "batches.py", "bad_rows.py", "losses.py")] + [
+        REPO_ROOT / "studies" / "device_path" / name for name in ("task_arrays.py", "finetune.py", "members.py")]
     offenders = []
     for path in sources:
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
@@ -220,10 +220,11 @@ PARITY_SCRIPT = textwrap.dedent('''
     import numpy as np
     from configs.finetuning_config import FinetuningConfig
     from configs.pretraining_config import PretrainingConfig
-    from finetune.arrays import load_task_data
+    from studies.device_path.task_arrays import load_task_data
     from finetune.trials import TrialRunner
     from tests.finetune_fixtures import RecordingReporter
-    from training_jax.finetune import JaxTrainer, encoder_loader, pretrained_record
+    from studies.device_path.finetune import encoder_loader, pretrained_record
+    from training_jax.finetune import JaxTrainer
 
     root = pathlib.Path(ROOT)
     head = dict(np.load(root / "head.npz"))
@@ -275,7 +276,7 @@ def test_jax_step_matches_the_tensorflow_step(setup, jax_side):
 CLI_SCRIPT = textwrap.dedent('''
     import contextlib, io, json, runpy, sys
     sys.modules["tensorflow"] = None  # the accelerator machines have none
-    from training_jax import finetune
+    from studies.device_path import finetune
 
     def run(*args):
         stderr = io.StringIO()

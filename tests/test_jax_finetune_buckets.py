@@ -9,7 +9,7 @@ finetune.batches' host batch;
 its loss and gradients at its bucket length are those at max_seq_length (dropout off: dropout's random bits
 depend on the shape); K = 4 updates per dispatch (a full block and a short one, whose missing steps are
 no-ops; one program for both) give the weights, logged losses and dev scores of today's single updates
-(dropout on), and so do two models of one trial in one vmapped block update (training_jax.members). Tolerance:
+(dropout on), and so do two models of one trial in one vmapped block update (studies.device_path.members). Tolerance:
 a vmapped matmul is a batched one, which XLA may sum in another order; on the CPU they come out equal bit for
 bit, and the test asks for 1e-6 of the largest weight. The CLI with --vmap-models, two models and two seeds
 writes the results files of the run without it (the same seeds, metrics within rounding), the settings
@@ -78,7 +78,7 @@ def test_without_buckets_the_blocks_are_todays_batches_in_order():
 
 def test_bucket_lengths_and_the_platform_defaults():
     from common.errors import InputError
-    from training_jax.finetune import parse_args
+    from studies.device_path.finetune import parse_args
     from training_jax.finetune_buckets import bucket_lengths, parse_buckets
     from training_jax.finetune_settings import ACCELERATOR_BLOCK_STEPS, resolve
 
@@ -106,18 +106,18 @@ SCRIPT = textwrap.dedent('''
     import dataclasses, functools, json, pathlib, sys
     sys.modules["tensorflow"] = None  # the accelerator machines have none
     import jax, keras, numpy as np
-    from finetune.synthetic_tasks import synthetic_tasks
+    from studies.device_path.synthetic_tasks import synthetic_tasks
     from configs.pretraining_config import PretrainingConfig
-    from finetune import arrays
+    from studies.device_path import task_arrays as arrays
     from finetune.batches import EXAMPLE_WEIGHT, grow_rows, pad_batch
     from finetune.loop import build_optimizer
     from finetune.model import FinetuningModel, make_head
     from finetune.trials import TrialRunner
     from tests.finetune_fixtures import RecordingReporter
-    from training_jax import finetune
+    from studies.device_path import finetune
     from training_jax.compiles import CompileCount
     from training_jax.finetune_blocks import gather_batch, task_examples
-    from training_jax.members import train_members
+    from studies.device_path.members import train_members
 
     root = pathlib.Path(ROOT)
     synthetic_tasks(root / "tasks", sizes={"rte": (40, 16), "mrpc": (12, 8)}, vocab_size=100, max_seq_length=64)

@@ -25,15 +25,15 @@ SCRIPT = textwrap.dedent('''
     import dataclasses, functools, json, pathlib, sys
     sys.modules["tensorflow"] = None  # the accelerator machines have none
     import jax, keras, numpy as np
-    from finetune.synthetic_tasks import synthetic_tasks
+    from studies.device_path.synthetic_tasks import synthetic_tasks
     from configs.pretraining_config import PretrainingConfig
-    from finetune import arrays
+    from studies.device_path import task_arrays as arrays
     from finetune.batches import EXAMPLE_WEIGHT, grow_rows
     from finetune.loop import build_optimizer, model_inputs, task_batches
     from finetune.model import FinetuningModel, make_head
     from finetune.trials import TrialRunner
     from tests.finetune_fixtures import RecordingReporter
-    from training_jax import finetune
+    from studies.device_path import finetune
     from training_jax.compiles import CompileCount
 
     root = pathlib.Path(ROOT)
@@ -172,7 +172,7 @@ def test_one_program_per_shape_and_the_same_numbers(tmp_path):
 BENCH_SCRIPT = textwrap.dedent('''
     import json, pathlib, sys
     sys.modules["tensorflow"] = None
-    from bench.finetune_jax_speed import measure, table
+    from studies.device_path.finetune_speed import measure, table
     # "today" is the CLI the script above runs; "new" the same with buckets and K = 2 updates per dispatch
     # (vmapping needs two models: tests/test_jax_finetune_buckets.py); one layer compiles faster, and what is
     # checked (the figures, the compiled training programs) does not depend on the depth

@@ -19,7 +19,7 @@ TINY = " --minutes 7 --finetune-minutes 2 --seeds 1 --measure-steps 5 --finetune
     json.dumps({"max_train_steps": 2}))
 @pytest.fixture(scope="module")
 def first_run(tmp_path_factory):
-    from finetune import arrays
+    from studies.device_path import task_arrays as arrays
     from studies.device_path.window import window_line
     from tests.helpers import accelerator_python, image_python, repository_mirror
 

@@ -156,7 +156,7 @@ def test_bad_input_gets_one_line_and_exit_code_2(folders, tmp_path):
     data_file = next((models / "damaged").glob("ckpt-1.data-*"))
     data_file.write_bytes(data_file.read_bytes()[:1000])
     cases = {"missing task folder": ("micro", ["--task", "mrpc"], "mrpc"),
-             "a flag of the training_jax.finetune only": ("micro", ["--task", "rte", "--vmap-models"],
+             "a flag of the studies' arrays command only": ("micro", ["--task", "rte", "--vmap-models"],
                                                           "unrecognized arguments"),
              "config against checkpoint": ("mismatch", ["--task", "rte"], "do not match this model"),
              "damaged checkpoint": ("damaged", ["--task", "rte"], "ckpt-1.data-00000-of-00001: damaged"),

@@ -10,7 +10,7 @@ bucket length and K, whatever the task's size. The updates are JaxTrainer's own 
 through BaseTrainer.batch_loss): a block of K is K single updates within float32 rounding (bit for bit on the
 CPU; tests/test_jax_finetune_buckets.py). A block shorter than K (the run's last) runs its missing steps as
 no-ops (lax.cond leaves the state as it is), so each bucket length compiles one program. Several trainers of one
-seed (the models of one trial) train together in one update vmapped over them (training_jax.members), sharing
+seed (the models of one trial) train together in one update vmapped over them (studies.device_path.members), sharing
 the block's batches; the state is read from the variables (and stacked, and split) on the host, which compiles
 nothing either.
 """

@@ -31,7 +31,7 @@ class FinetuneSettings:
     @property
     def device_blocks(self):
         """Training in blocks of K updates per dispatch (training_jax.finetune_blocks), not one batch at a time:
-        with buckets, K > 1 or vmapped models (training_jax.members trains blocks)."""
+        with buckets, K > 1 or vmapped models (studies.device_path.members trains blocks)."""
         return self.length_buckets or self.steps_per_dispatch > 1 or self.vmap_models
 
     @property
@@ -65,7 +65,7 @@ FLAG_NAMES = ("bf16", "length_buckets", "bucket_lengths", "steps_per_dispatch", 
 
 
 def add_flags(parser, several_models=False):
-    """The flags of these settings (python -m training_jax.finetune's, and run_finetuning.py's under JAX, which
+    """The flags of these settings (python -m studies.device_path.finetune's, and run_finetuning.py's under JAX, which
     fine-tunes one model: --vmap-models is the former's alone)."""
     group = parser.add_argument_group("speed under KERAS_BACKEND=jax (defaults by platform: the accelerator's "
                                       "or the CPU's)")
@@ -87,7 +87,7 @@ def add_flags(parser, several_models=False):
     if several_models:
         group.add_argument("--vmap-models", action=argparse.BooleanOptionalAction, default=None,
                            help="train the models of a task (of one seed) together, one update vmapped over them "
-                                "(training_jax.members; the separate runs' numbers within float32 rounding, "
+                                "(studies.device_path.members; the separate runs' numbers within float32 rounding, "
                                 "tests/test_jax_finetune_buckets.py); default on an accelerator, off on the CPU")
     group.add_argument("--compile-ahead", action=argparse.BooleanOptionalAction, default=None,
                        help="when training in blocks (buckets or K > 1): compile the training programs (one per "

@@ -28,7 +28,7 @@ class Sentence:
     @property
     def label(self):
         """A sentence has no label of its own (its tags are per word): None, so that a task export
-        (finetune.arrays) carries only its guid."""
+        (studies.device_path.task_arrays) carries only its guid."""
         return None
 
 

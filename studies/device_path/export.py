@@ -14,7 +14,7 @@ The folder holds config_<model>.json (the resolved config), train.npz.xz and eva
 held-out shards as run_pretraining.py splits them: training_jax.arrays' packing), vocab.txt (the dataset's
 vocabulary, so that the import needs nothing else) and export.json (studies.device_path.export_file), written
 last: the models, their checkpoint steps, how often to log and evaluate, and (for --fit-minutes) how to size
-a run. Fine-tuning tasks are exported by `python -m finetune.arrays`.
+a run. Fine-tuning tasks are exported by `python -m studies.device_path.task_arrays`.
 """
 import argparse
 import pathlib
@@ -161,7 +161,8 @@ def main(argv=None):
     say(f"wrote {args.out}: {model['num_train_steps']} steps, weights at {model['checkpoint_steps']}. On a machine "
         f"with JAX:\n  KERAS_BACKEND=jax python -m studies.device_path.pretrain_export --export {args.out} --model "
         f"{args.model_name} --out {args.out}/runs/{args.model_name}\nor the time-boxed run as one command on a GPU "
-        f"machine (tasks from python -m finetune.arrays in {args.out}/tasks; copy .whl/ and {args.out}/ into the "
+        f"machine (tasks from python -m studies.device_path.task_arrays in {args.out}/tasks; copy .whl/ and "
+        f"{args.out}/ into the "
         f"repository there, set OUT to the folder to bring back, allow about 10 minutes; add --also-mlm for the MLM "
         f"baseline at equal FLOPs):\n  {device_line(args.out)}")
     return record

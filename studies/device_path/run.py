@@ -3,14 +3,14 @@
     # where TensorFlow is: the export, with the tasks inside it
     python -m studies.device_path.export --data-dir electra_data --model-name electra_small --out jax_export \\
         --hparams '{"train_batch_size": 128, "do_eval": true}'
-    python -m finetune.arrays --tasks cola,sst,mrpc,sts,rte --finetuning-data-dir glue_data \\
+    python -m studies.device_path.task_arrays --tasks cola,sst,mrpc,sts,rte --finetuning-data-dir glue_data \\
         --vocab-file jax_export/vocab.txt --out jax_export/tasks
     # on the GPU machine (JAX and Keras), one command of at most --minutes
     python -m studies.device_path.run --export jax_export --out $OUT [--minutes 9.5] [--init-from OLD/models.tar/pretrained]
 
 One process tree, nothing read from an earlier run: the pretraining child (training_jax.pretrain
 --fit-minutes) compiles, measures its speed and sizes itself to the minutes left once the fine-tuning's
-are reserved; then one fine-tuning child (training_jax.finetune) trains the pretrained discriminator and a
+are reserved; then one fine-tuning child (studies.device_path.finetune) trains the pretrained discriminator and a
 random control ("--weights none") on the exported tasks, the task with the fewest updates first, one seed
 each, and again with one more seed while the last round's time is left. Every child is stopped at its
 deadline, so the run ends inside --minutes with whatever finished. --out gets at most 8 files of at most
@@ -256,7 +256,7 @@ def finetune(tasks_dir, config, weights, work, seeds, hparams, deadline):
         if children and time.monotonic() + last > deadline:
             log(f"fine-tuning: {seed_count - 1} seed(s); no time for another round ({last:.0f} s)")
             break
-        command = module("training_jax.finetune") + ["--tasks-dir", tasks_dir, "--config", config,
+        command = module("studies.device_path.finetune") + ["--tasks-dir", tasks_dir, "--config", config,
                                                      "--seeds", str(seed_count), "--out", *outs]
         for files in models:
             command += ["--weights", *files]
@@ -449,7 +449,8 @@ def parse_args(argv=None):
     parser.add_argument("--finetune-minutes", type=float, default=3.0,
                         help="reserved for fine-tuning at the end (0, or no tasks: pretraining gets it all)")
     parser.add_argument("--tasks-dir", type=pathlib.Path, default=None,
-                        help="the tasks python -m finetune.arrays wrote (default <export>/tasks, if there)")
+                        help="the tasks python -m studies.device_path.task_arrays wrote (default <export>/tasks, if "
+                             "there)")
     parser.add_argument("--seeds", type=int, default=5, help="the most fine-tuning seeds per task and model")
     parser.add_argument("--finetune-hparams", default="", help="FinetuningConfig overrides, JSON")
     parser.add_argument("--init-from", type=pathlib.Path, nargs="+", default=None, metavar="WEIGHTS",

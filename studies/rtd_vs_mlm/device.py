@@ -10,7 +10,7 @@ There (JAX only; every command resumes, so each may be cut off and run again):
   size     measures both arms' steps/s and compile time, and sets the ELECTRA steps (the MLM steps follow at
            equal FLOPs) so that both arms finish in the minutes given
   pretrain studies.device_path.pretrain_export for both arms at once, in pieces under a time limit
-  finetune training_jax.finetune on each arm's last checkpoint and the randomly initialised control
+  finetune studies.device_path.finetune on each arm's last checkpoint and the randomly initialised control
   collect  what comes back, in at most 8 files of at most 15 MiB
 Here again:
   import   model folders from the weights that came back, the fine-tuning results into the study's
@@ -148,7 +148,7 @@ def export_finetune_tasks(plan, config, folder):
     """The study's tasks featurised with the study's vocabulary (the shared GLUE files), as arrays; returns
     {task: updates per fine-tuning trial} of the recipe for the arms' size."""
     from data.tokenization import load_tokenizer
-    from finetune.arrays import export_tasks, updates_per_trial
+    from studies.device_path.task_arrays import export_tasks, updates_per_trial
 
     tokenizer = load_tokenizer(vocab_file=plan.shared_data / "vocab" / "bert-base-uncased-vocab.txt",
                                lower_case=config.do_lower_case)
@@ -314,7 +314,7 @@ def finetuned_on_device(study_dir, model, task, seeds=None):
 
 def finetune_on_device(study_dir, minutes, parallel=3):
     """Runs the fine-tuning jobs, `parallel` at a time (the GPU is far from full with one small model), each
-    a training_jax.finetune process, the longest tasks first: one seed of every job first; then, with the
+    a studies.device_path.finetune process, the longest tasks first: one seed of every job first; then, with the
     export's throughput_seconds (THROUGHPUT_SECONDS before it recorded them) left, the throughput line; then
     up to the plan's seeds. At `minutes` the running jobs are stopped: their finished trials are in their
     results files, and the next call continues from them (a job resumes between trials). Returns True when
@@ -373,7 +373,8 @@ def run_jobs(study_dir, study, pending, seeds, deadline, parallel):
             model, files, task = job = pending.pop(0)
             out = study_dir / RUNS / "finetune" / model
             out.mkdir(parents=True, exist_ok=True)
-            command = [sys.executable, "-m", "training_jax.finetune", "--tasks-dir", str(study_dir / FINETUNE_DIR),
+            command = [sys.executable, "-m", "studies.device_path.finetune",
+                       "--tasks-dir", str(study_dir / FINETUNE_DIR),
                        "--config", str(config_file), "--weights", *([str(f) for f in files] or ["none"]),
                        "--out", str(out), "--tasks", task, "--seeds", str(seeds)]
             if hparams:

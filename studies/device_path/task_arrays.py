@@ -4,7 +4,7 @@ Here, where TensorFlow runs the tokenizer, `export_tasks` reads and featurises t
 run_finetuning.py does (finetune.trials.prepare_tasks) and `save_task_data` writes them; on the
 accelerator `load_task_data` gives back TaskData that TrialRunner trains and scores with NumPy alone:
 
-    python -m finetune.arrays --tasks cola,sst,mrpc,sts,rte --finetuning-data-dir DIR \\
+    python -m studies.device_path.task_arrays --tasks cola,sst,mrpc,sts,rte --finetuning-data-dir DIR \\
         --vocab-file VOCAB.txt --out TASKS_DIR          # or --model-folder MODEL (its vocabulary, casing)
 
 <out>/<task>.npz  per part (train, eval0.., test0..): each sequence (input_ids, segment_ids) of all its
@@ -75,7 +75,7 @@ def read_index(folder):
     path = pathlib.Path(folder) / INDEX_FILE
     if not path.is_file():
         raise InputError(f"{path}: missing; the folder holds no finished task export (run python -m "
-                         "finetune.arrays on the TensorFlow machine and copy its --out folder whole)")
+                         "studies.device_path.task_arrays on the TensorFlow machine and copy its --out folder whole)")
     index = json.loads(path.read_text(encoding="utf-8"))
     if index.get("format") != FORMAT_VERSION:
         raise InputError(f"{path}: format {index.get('format')!r}, this code reads {FORMAT_VERSION}; export "
@@ -185,7 +185,7 @@ def task_config(folder, task_name, pretraining_config, hparams=None):
     featurized = task_entry(read_index(folder), folder, task_name)["featurization"]
     if not {"max_seq_length", "double_unordered", "vocab_size"} <= set(featurized):
         raise InputError(f"{index}: {task_name} has no record of its featurisation; export it with export_tasks "
-                         "(python -m finetune.arrays)")
+                         "(python -m studies.device_path.task_arrays)")
     for key in ("max_seq_length", "double_unordered"):
         if key in hparams and hparams[key] != featurized[key]:
             raise InputError(f"{index}: {task_name} was featurised with {key} {featurized[key]}, --hparams "

@@ -1,28 +1,26 @@
-"""GLUE-shaped fine-tuning tasks with random token ids and labels, exported as python -m finetune.arrays exports
-real ones: for speed measurements (bench/finetune_jax_speed.py) and the tests of the JAX fine-tuning path, where
-what matters is a task's size, its lengths and its head, not what its words mean.
+"""GLUE-shaped fine-tuning tasks with random token ids and labels, exported as python -m studies.device_path.task_arrays
+exports real ones: for speed measurements (studies/device_path/finetune_speed.py) and the tests of the JAX fine-tuning
+path, where what matters is a task's size, its lengths and its head, not what its words mean.
 """
 import pathlib
 
 import numpy as np
 
+from bench.synthetic_glue import glue_lengths
+
 # train features (MRPC's and STS-B's pairs featurised in both orders, double_unordered), dev examples: the
 # recipe's updates per trial are then the H200 run's (CoLA 804, SST-2 6315, MRPC 690, STS-B 3600, RTE 780)
 GLUE_SIZES = {"cola": (8551, 1043), "sst": (67349, 872), "mrpc": (7336, 408), "sts": (11498, 1500),
               "rte": (2490, 277)}
-# featurised lengths (BERT's uncased vocabulary, [CLS] and [SEP] included, at most 128) of the GLUE training
-# sets: (median, 90th percentile); means CoLA 11.3, SST-2 13.3, MRPC 53.2, STS-B 27.8,
-# RTE 66.6 (95% of SST-2 and all of CoLA within 32 tokens)
-GLUE_LENGTHS = {"cola": (10, 17), "sst": (10, 27), "mrpc": (53, 70), "sts": (23, 51), "rte": (56, 128)}
 SYNTHETIC_VOCAB = 1000
 
 
 def synthetic_tasks(folder, scale=0.02, tasks=tuple(GLUE_SIZES), vocab_size=SYNTHETIC_VOCAB, max_seq_length=128,
                     seed=0, sizes=None, lengths="uniform"):
     """Exports GLUE-shaped tasks (GLUE_SIZES × scale, at least 8 each, or `sizes` {task: (train, dev)})
-    with random ids and labels to `folder`, as python -m finetune.arrays would; lengths "uniform" (8 to
-    max_seq_length) or "glue" (like the task's, GLUE_LENGTHS)."""
-    from finetune.arrays import save_task_data
+    with random ids and labels to `folder`, as python -m studies.device_path.task_arrays would; lengths "uniform" (8 to
+    max_seq_length) or "glue" (like the task's, bench.synthetic_glue.GLUE_LENGTHS)."""
+    from studies.device_path.task_arrays import save_task_data
     from finetune.registry import get_task
     from finetune.tasks import Example
     from finetune.trials import TaskData
@@ -49,10 +47,3 @@ def synthetic_tasks(folder, scale=0.02, tasks=tuple(GLUE_SIZES), vocab_size=SYNT
     save_task_data(data, folder, {"max_seq_length": max_seq_length, "double_unordered": False,
                                   "vocab_size": vocab_size})
     return pathlib.Path(folder)
-
-
-def glue_lengths(rng, task, count, max_seq_length):
-    """`count` lengths like the GLUE task's: log-normal with its median and 90th percentile, 5 to max_seq_length."""
-    median, p90 = GLUE_LENGTHS[task]
-    sigma = np.log(p90 / median) / 1.2816  # the 90th percentile of a standard normal
-    return np.clip(np.round(median * np.exp(sigma * rng.standard_normal(count))), 5, max_seq_length).astype(int)
