@@ -86,7 +86,8 @@ def write_model_folder(folder, vocab_file, model_size, model_hparams=None, seed=
 
 
 def _jax_env():
-    env = dict(os.environ, KERAS_BACKEND="jax", PYTHONPATH=str(REPO))
+    env = dict(os.environ, KERAS_BACKEND="jax",
+               PYTHONPATH=os.pathsep.join(filter(None, (str(REPO), os.environ.get("PYTHONPATH")))))
     env.pop("JAX_COMPILATION_CACHE_DIR", None)  # each way starts from an empty cache in its own model folder
     return env
 
