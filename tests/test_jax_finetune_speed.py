@@ -7,7 +7,7 @@ the shared program, with the schedule's step counts as inputs and the last batch
 and learning rates of a trainer that compiles its own steps the old way (own programs, the last batch at
 its size, step counts as constants); --bf16's encoder computes in bfloat16 and its first loss is
 float32's within rounding; the CLI trains two models on both tasks in one process, the task
-with more updates first, and writes each model's results file. The benchmark's measure() runs today's path
+with more updates first, and writes each model's results file. The studies' benchmark's measure() runs today's path
 and the new one (buckets, K updates per dispatch) on a tiny config and returns their figures: the new one
 compiles at most one training program per bucket (speed is printed, never asserted).
 """
@@ -16,6 +16,7 @@ import pathlib
 import textwrap
 
 import numpy as np
+import pytest
 
 from tests.helpers import MICRO_MODEL, run_script_under_jax
 
@@ -126,14 +127,30 @@ SCRIPT = textwrap.dedent('''
                        "--weights", "none", "--weights", "none", "--out", str(root / "a")])
     except SystemExit as exit:
         results["mismatched_out_exit"] = exit.code
+
+    # 6. the studies' benchmark of that command (--in-process): "today" is the CLI above; "new" the same with
+    # buckets and K = 2 updates per dispatch (vmapping needs two models: tests/test_jax_finetune_buckets.py); one
+    # layer of electra_tiny (other shapes than the micro model's above, so its ways compile their own programs)
+    from studies.device_path.finetune_speed import measure, table
+    bench = measure(root / "bench", model_size="electra_tiny", models=1, tasks=("rte",), scale=0.006,
+                    hparams={"max_train_steps": 5}, synthetic_length=64, ways=("today", "new"), block_steps=2,
+                    model_hparams={"num_layers": 1}, in_process=True)
+    results["bench"] = {**bench, "table": table(bench)}
     print("RESULTS" + json.dumps(results))
 ''')
 
 
-def test_one_program_per_shape_and_the_same_numbers(tmp_path):
+@pytest.fixture(scope="module")
+def results(tmp_path_factory):
+    """Both tests' figures from one JAX process (one start-up, one set of imports)."""
+    root = tmp_path_factory.mktemp("finetune_speed")
     # one layer: what is compared (padding, compiles, the old way, bfloat16) does not depend on the depth
-    script = SCRIPT.replace("ROOT", repr(str(tmp_path))).replace("MODEL", repr({**MICRO_MODEL, "num_layers": 1}))
-    results = run_script_under_jax(script, REPO_ROOT)
+    script = SCRIPT.replace("ROOT", repr(str(root))).replace("MODEL", repr({**MICRO_MODEL, "num_layers": 1}))
+    return root, run_script_under_jax(script, REPO_ROOT)
+
+
+def test_one_program_per_shape_and_the_same_numbers(results):
+    tmp_path, results = results
     for reduction in ("sum", "mean"):
         figures = results[reduction]
         unpadded, padded = figures["loss"]
@@ -169,26 +186,11 @@ def test_one_program_per_shape_and_the_same_numbers(tmp_path):
     assert results["mismatched_out_exit"] == 2
 
 
-BENCH_SCRIPT = textwrap.dedent('''
-    import json, pathlib, sys
-    sys.modules["tensorflow"] = None
-    from studies.device_path.finetune_speed import measure, table
-    # "today" is the CLI the script above runs; "new" the same with buckets and K = 2 updates per dispatch
-    # (vmapping needs two models: tests/test_jax_finetune_buckets.py); one layer compiles faster, and what is
-    # checked (the figures, the compiled training programs) does not depend on the depth
-    results = measure(pathlib.Path(ROOT), model_size="electra_tiny", models=1, tasks=("rte",), scale=0.006,
-                      hparams={"max_train_steps": 5}, synthetic_length=64, ways=("today", "new"), block_steps=2,
-                      model_hparams={"num_layers": 1}, in_process=True)
-    print(table(results))
-    print("RESULTS" + json.dumps({**results, "table": table(results)}))
-''')
-
-
-def test_the_benchmark_measures_today_against_the_new_path(tmp_path):
+def test_the_benchmark_measures_today_against_the_new_path(results):
     from training_jax.finetune_buckets import bucket_lengths
 
-    # in one JAX process (the benchmark's --in-process): its ways' figures, not their speed
-    results = run_script_under_jax(BENCH_SCRIPT.replace("ROOT", repr(str(tmp_path))), REPO_ROOT)
+    # in the JAX process above (the benchmark's --in-process): its ways' figures, not their speed
+    results = results[1]["bench"]
     print(results["table"])
     for way in ("today", "new"):
         figures = results[way]
