@@ -203,7 +203,8 @@ def test_bad_weights_are_one_clear_error(setup, tmp_path):
 def test_no_tensorflow_import_in_training_jax_or_the_neutral_finetune_modules():
     sources = sorted((REPO_ROOT / "training_jax").glob("*.py")) + [
         REPO_ROOT / "finetune" / name for name in ("loop.py", "trials.py", "batches.py", "bad_rows.py", "losses.py")]
-    sources += [REPO_ROOT / "studies" / "device_path" / name for name in ("task_arrays.py", "finetune.py", "members.py")]
+    sources += [REPO_ROOT / "studies" / "device_path" / name
+                for name in ("task_arrays.py", "finetune.py", "members.py")]
     offenders = []
     for path in sources:
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
