@@ -57,11 +57,17 @@ def runs(tmp_path_factory):
     build_tiny_dataset(data_dir, max_seq_length=32, num_shards=2)
     model_dir, logs = data_dir / "models" / "micro", data_dir.parent
     first = launch(data_dir, "micro", 100000, logs / "killed.log")
+    lock = data_dir / "models" / ".micro.lock"  # storage.folder_lock's file: the holder's pid once it holds it
     try:
         deadline = time.monotonic() + 400
+        while time.monotonic() < deadline and first.poll() is None and not (
+                lock.is_file() and lock.read_text().startswith(f"pid {first.pid},")):
+            time.sleep(0.2)
+        # the second command starts while the first holds the folder (it trains until killed), beside its compile
+        second_process = launch(data_dir, "micro", 100000, logs / "second.log")
         while time.monotonic() < deadline and first.poll() is None and 8 not in listed_steps(model_dir):
             time.sleep(0.2)
-        second = finished(launch(data_dir, "micro", 100000, logs / "second.log"), logs / "second.log")
+        second = finished(second_process, logs / "second.log")
     finally:
         first.send_signal(signal.SIGKILL)
         first.wait()
@@ -119,11 +125,8 @@ def test_tensorflow_reads_the_folder_and_finetunes_it(runs):
     assert results["complete"] and results["checkpoint"].endswith(f"ckpt-{last + 4}")
 
 
-def test_a_folder_this_run_did_not_write_is_refused(runs, tmp_path):
-    _, data_dir, model_dir, _ = runs
-    other = data_dir / "models" / "copied"
-    shutil.copytree(model_dir, other, ignore=shutil.ignore_patterns("jax_work*"))
-    code, output = finished(launch(data_dir, "copied", 8, tmp_path / "copied.log"), tmp_path / "copied.log")
+def test_a_folder_this_run_did_not_write_is_refused(commands):
+    code, output, *_ = commands["copied"]
     assert code == 2 and "holds checkpoints of a run this JAX run did not write" in output.strip().splitlines()[-1]
 
 
@@ -163,21 +166,13 @@ def test_the_default_configs_fit_block_asks_for_one_step_at_least(tmp_path):
     assert fit["budgets"] == 1 and fit["checkpoint_every"] == 1000 and fit["max_units"] == 1_000_000
 
 
-def test_the_command_sizes_itself_and_checkpoints_every_save_checkpoints_steps(tmp_path):
-    data_dir = tmp_path / "data"
-    build_tiny_dataset(data_dir, max_seq_length=32, num_shards=2)
-    hparams = {**HPARAMS, "num_train_steps": 30, "save_checkpoints_steps": 12, "keep_checkpoint_max": 0}
-    env = dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu", PYTHONPATH=str(REPO_ROOT),
-               XLA_FLAGS=JAX_QUICK_XLA_FLAGS)
-    completed = subprocess.run([sys.executable, "-c", LAUNCH, "--data-dir", str(data_dir), "--model-name", "micro",
-                                "--max-minutes", "8", "--hparams", json.dumps(hparams)],
-                               cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=600)
-    output = completed.stdout + completed.stderr
-    assert completed.returncode == 0, output[-3000:]
+def test_the_command_sizes_itself_and_checkpoints_every_save_checkpoints_steps(commands):
+    code, output, argv, _ = commands["sized"]  # run_pretraining.py --max-minutes 8 on a model folder of its own
+    assert code == 0, output[-3000:]
     assert "sized: 30 steps" in output  # the config's 30 fit in the minutes: the most planned
     # The config's spacing: 12, 24 and the end. Spread as the studies spread theirs, 3 checkpoints of 30 steps
     # would have fallen at 10, 20, 30.
-    assert listed_steps(data_dir / "models" / "micro") == [12, 24, 30]
+    assert listed_steps(pathlib.Path(argv[1]) / "models" / argv[3]) == [12, 24, 30]
 
 
 def test_the_dry_run_prints_the_gpu_settings_without_building_anything(tmp_path, capsys):
@@ -201,14 +196,15 @@ def test_the_dry_run_prints_the_gpu_settings_without_building_anything(tmp_path,
     assert not (data_dir / "models").exists()
 
 
-def test_bad_input_gets_the_tensorflow_runs_one_line_and_exit_code_2(runs, tmp_path, capsys):
-    """A dataset folder without metadata.json, a config that does not match the dataset, a damaged shard, and a
-    checkpoint to continue from of another model or none there: one line naming the file (or the flag), exit 2,
-    under JAX as under TensorFlow (the same line where both resolve the run the same way; a second writer: above).
-    Last, --init-checkpoint of a matching folder: the run starts from its weights."""
-    import run_pretraining
-
+@pytest.fixture(scope="module")
+def commands(runs, tmp_path_factory):
+    """The module's other commands, all in one JAX process (run_each_under_jax: each its own log and exit code, one
+    start-up instead of one each), reading back the programs the module's runs compiled (the same model, batch and
+    XLA flags): the bad inputs of test_bad_input_gets_the_tensorflow_runs_one_line_and_exit_code_2, a copy of the
+    trained folder without its JAX state ("copied"), and a run sized by --max-minutes into a folder of its own
+    ("sized"). {label: (exit code, output, argv, what a bad input's line names)}."""
     _, data_dir, model_dir, _ = runs
+    tmp_path = tmp_path_factory.mktemp("jax_commands")
     (tmp_path / "empty" / "pretrain_tfrecords").mkdir(parents=True)  # a folder, but no metadata.json
     damaged = tmp_path / "damaged"
     shutil.copytree(data_dir / "pretrain_tfrecords", damaged / "pretrain_tfrecords")
@@ -217,24 +213,43 @@ def test_bad_input_gets_the_tensorflow_runs_one_line_and_exit_code_2(runs, tmp_p
     data[len(data) // 2] ^= 0xFF
     shard.write_bytes(bytes(data))
     wider = {**HPARAMS, "model_hparam_overrides": {**HPARAMS["model_hparam_overrides"], "hidden_size": 48}}
-    cases = {  # label: (data dir, hparams, extra flags, what the line names)
-        "no metadata": (tmp_path / "empty", HPARAMS, [], "metadata.json"),
-        "config against dataset": (data_dir, {**HPARAMS, "max_seq_length": 64}, [], str(data_dir)),
-        "damaged shard": (damaged, HPARAMS, [], shard.name),
-        "init checkpoint of another model": (data_dir, wider, ["--init-checkpoint", str(model_dir)], str(model_dir)),
-        "no such init checkpoint": (data_dir, HPARAMS, ["--init-checkpoint", str(tmp_path / "none")],
+    cases = {  # label: (data dir, model name, hparams, extra flags, what the line names)
+        "no metadata": (tmp_path / "empty", "bad0", HPARAMS, [], "metadata.json"),
+        "config against dataset": (data_dir, "bad1", {**HPARAMS, "max_seq_length": 64}, [], str(data_dir)),
+        "damaged shard": (damaged, "bad2", HPARAMS, [], shard.name),
+        "init checkpoint of another model": (data_dir, "bad3", wider, ["--init-checkpoint", str(model_dir)],
+                                             str(model_dir)),
+        "no such init checkpoint": (data_dir, "bad4", HPARAMS, ["--init-checkpoint", str(tmp_path / "none")],
                                     f"--init-checkpoint {tmp_path / 'none'}"),
         # and one that goes: a matching model folder's weights, then two steps (the same process: no second start-up)
-        "init checkpoint": (data_dir, {**HPARAMS, "num_train_steps": 2}, ["--init-checkpoint", str(model_dir)],
-                            f"weights from {model_dir}; fresh optimizer moments")}
-    commands = [(str(tmp_path / f"bad{number}.log"),
-                 ["--data-dir", str(folder), "--model-name", f"bad{number}", "--hparams", json.dumps(hparams), *flags])
-                for number, (folder, hparams, flags, _) in enumerate(cases.values())]
-    # the programs the module's runs compiled (the same model, batch and XLA flags) are read back, not compiled again
-    codes = run_each_under_jax("run_pretraining.py", commands, REPO_ROOT, XLA_FLAGS=JAX_QUICK_XLA_FLAGS,
+        "init checkpoint": (data_dir, "bad5", {**HPARAMS, "num_train_steps": 2}, ["--init-checkpoint", str(model_dir)],
+                            f"weights from {model_dir}; fresh optimizer moments"),
+        # the trained folder copied without its JAX state: checkpoints this JAX run did not write
+        "copied": (data_dir, "copied", {**HPARAMS, "num_train_steps": 8}, [], None),
+        "sized": (data_dir, "sized", {**HPARAMS, "num_train_steps": 30, "save_checkpoints_steps": 12,
+                                      "keep_checkpoint_max": 0}, ["--max-minutes", "8"], None)}
+    shutil.copytree(model_dir, data_dir / "models" / "copied", ignore=shutil.ignore_patterns("jax_work*"))
+    argvs = {label: ["--data-dir", str(folder), "--model-name", name, "--hparams", json.dumps(hparams), *flags]
+             for label, (folder, name, hparams, flags, _) in cases.items()}
+    logs = {label: str(tmp_path / f"{number}.log") for number, label in enumerate(cases)}
+    codes = run_each_under_jax("run_pretraining.py", [(logs[label], argvs[label]) for label in cases], REPO_ROOT,
+                               XLA_FLAGS=JAX_QUICK_XLA_FLAGS,
                                JAX_COMPILATION_CACHE_DIR=str(model_dir / "jax_work" / "jax_cache"))
-    for (label, (*_, named)), (log, argv), code in zip(cases.items(), commands, codes):
-        output = pathlib.Path(log).read_text()
+    return {label: (code, pathlib.Path(logs[label]).read_text(), argvs[label], cases[label][-1])
+            for label, code in zip(cases, codes)}
+
+
+def test_bad_input_gets_the_tensorflow_runs_one_line_and_exit_code_2(commands, capsys):
+    """A dataset folder without metadata.json, a config that does not match the dataset, a damaged shard, and a
+    checkpoint to continue from of another model or none there: one line naming the file (or the flag), exit 2,
+    under JAX as under TensorFlow (the same line where both resolve the run the same way; a second writer: above).
+    Last, --init-checkpoint of a matching folder: the run starts from its weights."""
+    import run_pretraining
+
+    bad = ("no metadata", "config against dataset", "damaged shard", "init checkpoint of another model",
+           "no such init checkpoint", "init checkpoint")
+    for label in bad:
+        code, output, argv, named = commands[label]
         last = output.strip().splitlines()[-1]
         if label == "init checkpoint":
             assert code == 0 and named in output and (pathlib.Path(argv[1]) / "models" / argv[3] / "ckpt-2.index"
