@@ -122,7 +122,7 @@ def summary(model_dir, tasks, process):
     updates = seconds = steady_updates = steady_seconds = 0
     metrics, settings = {}, None
     for task in tasks:
-        results = json.loads(next((model_dir / "results").glob(f"{task}_results.json")).read_text())
+        results = json.loads((model_dir / "results" / f"{task}_results.json").read_text())
         settings = results.get("jax_settings", settings)
         for number, trial in enumerate(results["trials"]):
             updates, seconds = updates + results["num_train_steps"], seconds + trial["train_seconds"]
@@ -148,14 +148,15 @@ def measure(work=None, tasks_dir=None, vocab_file=None, model_size="electra_tiny
         raise ValueError(f"unknown way {unknown[0]}; choose from {', '.join(WAYS)}")
     work = pathlib.Path(work or tempfile.mkdtemp(prefix="finetune_jax_speed_"))
     work.mkdir(parents=True, exist_ok=True)
+    synthetic = tasks_dir is None
     if vocab_file is None:
         vocab_file = write_vocab(work / "vocab.txt", vocab_size)
-    if tasks_dir is None:
+    if synthetic:
         tasks_dir = write_glue_files(work / "glue", vocab_file, scale, tasks, max_seq_length)
     hparams = {"max_seq_length": max_seq_length, "save_finetuned_models": False, **(hparams or {})}
     base = write_model_folder(work / "base", vocab_file, model_size, model_hparams)
     results = {"model_size": model_size, "tasks": list(tasks), "seeds": seeds, "block_steps": block_steps,
-               "task_files": "synthetic" if tasks_dir == work / "glue" else str(tasks_dir)}
+               "task_files": "synthetic" if synthetic else str(tasks_dir)}
     for way in ways:
         data_dir = work / way
         shutil.rmtree(data_dir, ignore_errors=True)
@@ -169,11 +170,11 @@ def measure(work=None, tasks_dir=None, vocab_file=None, model_size="electra_tiny
 
 
 def device_name(in_process):
-    script = "import jax; d = jax.devices()[0]; print(d.platform, d.device_kind)"
     if in_process:
         import jax
 
         return f"{jax.devices()[0].platform} {jax.devices()[0].device_kind}"
+    script = "import jax; d = jax.devices()[0]; print(d.platform, d.device_kind)"
     completed = subprocess.run([sys.executable, "-c", script], env=_jax_env(), capture_output=True, text=True)
     return completed.stdout.strip() or "unknown"
 
