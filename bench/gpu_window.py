@@ -7,11 +7,12 @@ cut short: bench.gpu_speed writes each row to $OUT/bench/gpu_speed.jsonl the mom
 its --max-seconds; then `run_pretraining.py --max-minutes` on the carried dataset folder (built here with
 build_pretraining_dataset.py --compression gzip: 47 MB for the four shared Wikipedia shards), the model exported to
 $OUT as Hugging Face float16 weights (`checkpoints.export --format hf --dtype float16`) cut into parts for the copy
-limit by tar and split, then `run_finetuning.py --each-task` on the carried GLUE files inside a `timeout`, and the
-model folder's small files (metrics, results, TensorBoard, configs) in one tar. A failed step does not stop the next
-(`;`, not `&&`). The random control needs no pretraining: it can be fine-tuned anywhere. What comes back fits the
-device tool's limits (8 files, 16 MiB each). tests/test_gpu_window_product.py runs this line under the GPU image's
-Python stand-in. (The studies' own window, with their MLM baseline, is studies/device_path/window.py.)
+limit by tar and split, then `run_finetuning.py --each-task` on the carried GLUE files inside a `timeout` of what is
+left of the call, and the model folder's small files (metrics, results, TensorBoard, configs) in one tar. A failed
+step does not stop the next (`;`, not `&&`). The random control needs no pretraining: it can be fine-tuned
+anywhere. What comes back fits the device tool's limits (8 files, 16 MiB each). tests/test_gpu_window_product.py
+runs this line under the GPU image's Python stand-in. (The studies' own window, with their MLM baseline, is
+studies/device_path/window.py.)
 """
 import argparse
 import json
@@ -36,22 +37,27 @@ WINDOW_DATA = "window"  # carried: <WINDOW_DATA>/pretrain_tfrecords (gzip shards
 WINDOW_MODEL = "electra_small"
 WINDOW_TASKS = "rte,mrpc,cola,sts,sst"  # fewest updates first: a fine-tuning cut by its timeout keeps the most tasks
 PRETRAIN_MINUTES = 4.0  # run_pretraining.py --max-minutes: compile, measure, size the run to end saved by then
-# run_finetuning.py's timeout. The call's budget, estimated: ~10 s of wheels, the benchmark's 150, pretraining's 240,
-# ~40 for the float16 export and its parts (not yet timed on a GPU machine), this 130 and ~5 of tar: ~575 s < 600.
-FINETUNE_SECONDS = 130
+CALL_SECONDS = 600  # the device tool's limit on one command
+# Fine-tuning runs until this second of the call (a `timeout` of what is left), so that the last tar always fits:
+# the steps before it are estimates (~10 s of wheels, the benchmark's 150 plus an overrun, pretraining's 240, ~40
+# for the float16 export, not yet timed on a GPU machine), and a fixed timeout would let their overruns kill the tar
+# that brings the fine-tuning results back. The tar of the small files takes a few seconds.
+FINETUNE_UNTIL = CALL_SECONDS - 20
 PART_BYTES = "15m"  # split's parts: under the device tool's 16 MiB a file
 PRETRAIN_HPARAMS = {"train_batch_size": 128, "do_eval": True, "num_eval_steps": 40}
 # The fine-tuned models are not kept (54 MB each at electra_small, too large to come back, slow to write): the
 # results files and logs are what a window returns.
 FINETUNE_HPARAMS = {"save_finetuned_models": False}
+WINDOW_START_VAR = "$WINDOW_START"  # the call's start, in seconds since the epoch (`date +%s`, any POSIX shell)
 
 
 def product_line(data=WINDOW_DATA, model=WINDOW_MODEL, tasks=WINDOW_TASKS, bench_args=None, pretrain_hparams=None,
-                 finetune_hparams=None, pretrain_minutes=PRETRAIN_MINUTES, finetune_seconds=FINETUNE_SECONDS,
+                 finetune_hparams=None, pretrain_minutes=PRETRAIN_MINUTES, finetune_until=FINETUNE_UNTIL,
                  benchmark=True):
     """The window as the product's commands (module docstring). `pretrain_hparams` replaces the default (a test's
-    micro model), `finetune_hparams` adds to FINETUNE_HPARAMS; `benchmark` False leaves the benchmark out (a test
-    that runs it elsewhere)."""
+    micro model), `finetune_hparams` adds to FINETUNE_HPARAMS; `finetune_until` is the second of the call by which
+    fine-tuning ends (skipped where none is left); `benchmark` False leaves the benchmark out (a test that runs it
+    elsewhere)."""
     folder = f"{data}/models/{model}"
     hparams = shlex.quote(json.dumps(PRETRAIN_HPARAMS if pretrain_hparams is None else pretrain_hparams))
     steps = [
@@ -59,14 +65,16 @@ def product_line(data=WINDOW_DATA, model=WINDOW_MODEL, tasks=WINDOW_TASKS, bench
         f"--hparams {hparams}",
         f"python3 -m checkpoints.export --model-dir {folder} --format hf --dtype float16 --output {data}/hf16 "
         f"--overwrite && tar -C {data} -cf - hf16 | split -b {PART_BYTES} -d - $OUT/hf16.tar.part",
-        f"timeout {finetune_seconds} python3 run_finetuning.py --data-dir {data} --model-name {model} "
+        f"left=$(({WINDOW_START_VAR} + {finetune_until} - $(date +%s))); [ $left -gt 0 ] && "
+        f"timeout $left python3 run_finetuning.py --data-dir {data} --model-name {model} "
         f"--finetuning-data-dir {data}/glue --task {tasks}{' --each-task' if ',' in tasks else ''} "
         f"--hparams {shlex.quote(json.dumps({**FINETUNE_HPARAMS, **(finetune_hparams or {})}))}",
         f"tar -C {data}/models -czf $OUT/model_files.tar.gz --exclude='ckpt*' --exclude=jax_work {model}",
     ]
     if benchmark:
         steps.insert(0, bench_command(bench_args))
-    return f"{DEVICE_PRELUDE} export PYTHONUNBUFFERED=1; " + "; ".join(steps)
+    start = f"{WINDOW_START_VAR[1:]}=$(date +%s);"  # before the wheels' install: the call's own start
+    return f"{start} {DEVICE_PRELUDE} export PYTHONUNBUFFERED=1; " + "; ".join(steps)
 
 
 def main(argv=None):

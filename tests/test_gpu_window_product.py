@@ -41,7 +41,7 @@ def window(tmp_path_factory):
     text = (corpus / "part0.txt").read_text().replace("\n", " ")
     sentences = [" ".join(s.split()[:10]) for s in text.split(". ") if len(s.split()) >= 6]
     write_rte(data / "glue" / "RTE", sentences, {"train": 24, "dev": 8}, seed=0)
-    line = product_line(tasks="rte", pretrain_hparams=MICRO_PRETRAINING, pretrain_minutes=6, finetune_seconds=240,
+    line = product_line(tasks="rte", pretrain_hparams=MICRO_PRETRAINING, pretrain_minutes=6, finetune_until=560,
                         finetune_hparams={"max_train_steps": 2}, benchmark=False)
     out = root / "OUT"
     status, output = run_device_line(line, repo, out, accelerator_python(root / "py", python), 600)
@@ -105,3 +105,19 @@ def test_the_model_folders_small_files_come_back(window):
     evaluations = [json.loads(line) for line in metrics if json.loads(line).get("split") == "eval"]
     assert evaluations and evaluations[-1]["step"] == MICRO_PRETRAINING["num_train_steps"]
     assert any(json.loads(line).get("split") == "run" and json.loads(line)["backend"] == "jax" for line in metrics)
+
+
+@pytest.mark.parametrize("until, runs", [(0, False), (3600, True)])
+def test_finetuning_gets_what_is_left_of_the_call_and_none_when_nothing_is(until, runs):
+    """The fine-tuning step's bound counts from the call's start, so that overruns before it shorten it rather
+    than cut off the last tar; with no time left it does not start."""
+    from bench.gpu_window import product_line
+
+    line = product_line(finetune_until=until, benchmark=False)
+    start = line.split(";")[0]
+    step = line[line.index("left="):line.index("timeout $left")] + 'echo "ran $left"'
+    done = subprocess.run(["bash", "-c", f"{start}; {step}; echo end"], capture_output=True, text=True)
+    lines = done.stdout.split()
+    assert lines[-1] == "end" and ("ran" in lines) == runs, done
+    if runs:
+        assert until - 5 <= int(lines[lines.index("ran") + 1]) <= until
