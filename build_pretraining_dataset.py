@@ -16,6 +16,7 @@ from common.quiet import quiet_tensorflow
 quiet_tensorflow()  # before TensorFlow is imported anywhere: hides its start-up lines
 
 import pathlib
+import shutil
 import sys
 
 from common import atomic
@@ -186,9 +187,11 @@ def build_into(output_dir, args, data_dir, files, embedded_corpus) -> dict:
                              max_seq_length=args.max_seq_length,
                              num_processes=args.num_processes, num_shards=num_shards, seed=args.seed,
                              strict=args.strict, compression=args.compression)
+    copy = copy_vocabulary(pathlib.Path(tokenizer.vocab_file), output_dir)
     vocab_metadata = {
         "kind": tokenizer.kind,
         "file": str(pathlib.Path(tokenizer.vocab_file).resolve()),
+        "copy": copy.name,
         "sha256": tokenizer.fingerprint,
         "size": tokenizer.vocab_size,
         "special_ids": tokenizer.special_ids.as_dict(),
@@ -200,6 +203,16 @@ def build_into(output_dir, args, data_dir, files, embedded_corpus) -> dict:
     metadata = build_dataset(settings, files, {"vocab": vocab_metadata})
     report(metadata, output_dir)
     return metadata
+
+
+def copy_vocabulary(vocab_file: pathlib.Path, output_dir: pathlib.Path) -> pathlib.Path:
+    """The dataset folder keeps its own copy of the vocabulary, so that it travels whole (another machine, a
+    device call): its readers prefer the copy (configs.resolve.vocab_source). Written before metadata.json,
+    which alone marks the folder complete."""
+    copy = output_dir / tfrecords.VOCAB_COPY_NAMES[vocab_file.suffix == ".model"]
+    with atomic.atomic_path(copy) as temp:
+        shutil.copyfile(vocab_file, temp)
+    return copy
 
 
 def report(metadata: dict, output_dir: pathlib.Path) -> None:

@@ -15,6 +15,7 @@ from configs import loading
 from configs.model_config import available_model_sizes
 from configs.pretraining_config import PretrainingConfig
 from data import paths, tfrecords
+from data.tokenization import file_sha256
 
 # What must agree between a saved run and the resumed one (the variables' shapes and meaning).
 SHAPE_FIELDS = ("electra_objective", "uniform_generator", "untied_generator", "untied_generator_embeddings",
@@ -105,10 +106,18 @@ def split_shards(config, dataset_dir, metadata):
 
 
 def vocab_source(metadata, dataset_dir):
-    path = pathlib.Path(metadata["vocab"]["file"])
+    """The dataset folder's own copy of the vocabulary when it is there and unchanged (a folder built on another
+    machine, or carried to one), else the file the build read."""
+    vocab = metadata["vocab"]
+    if vocab.get("copy"):
+        copy = pathlib.Path(dataset_dir) / vocab["copy"]
+        if copy.is_file() and file_sha256(copy) == vocab["sha256"]:
+            return copy
+    path = pathlib.Path(vocab["file"])
     if not path.is_file():
-        raise InputError(f"{dataset_dir}/metadata.json: its vocabulary {path} is missing; restore it or rebuild "
-                         "the dataset")
+        where = f"neither its copy {vocab['copy']} there nor " if vocab.get("copy") else ""
+        raise InputError(f"{dataset_dir}/metadata.json: {where}its vocabulary {path} is there; restore it or "
+                         "rebuild the dataset")
     return path
 
 
