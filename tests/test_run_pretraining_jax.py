@@ -150,6 +150,31 @@ def test_a_sized_run_keeps_the_configs_checkpoint_spacing(steps, every, expected
     assert spread["checkpoint_steps"] == [steps // 4 * k for k in (1, 2, 3, 4)]
 
 
+@pytest.mark.parametrize("hparams, steps, warmup", [
+    ({}, 10_800, 1_080),  # the H200 window's length: a tenth, not the original's 1% (108 steps, then collapse)
+    ({}, 250_000, 10_000),  # long enough: the config's own warmup steps
+    ({}, 1_000_000, 10_000),  # the whole config: as the original
+    ({"num_warmup_steps": 300_000}, 10_800, 3_240),  # a config that warms up for longer keeps its share
+    ({"num_warmup_steps": 0}, 10_800, 1),  # none asked for: the one step every sized run has
+])
+def test_a_sized_run_warms_up_for_the_configs_steps_or_a_tenth_of_it(hparams, steps, warmup):
+    from configs.pretraining_config import PretrainingConfig
+    from training_jax.fit import sized_fields
+    from training_jax.from_dataset import fit_block
+
+    block = fit_block("electra_small", PretrainingConfig.create({"model_size": "electra_small", **hparams}))
+    fields = sized_fields(steps, block["budgets"], block["warmup_fraction"], block["evals"],
+                          checkpoint_every=block["checkpoint_every"], most_warmup=block["most_warmup"])
+    assert fields["config"]["num_warmup_steps"] == warmup
+
+
+def test_long_step_lists_are_shortened_in_log_lines():
+    from training_jax.fit import steps_list
+
+    assert steps_list([12, 24, 30]) == "[12, 24, 30]"
+    assert steps_list(range(1000, 1_000_001, 1000)) == "[1000, 2000, 3000, ... 998000, 999000, 1000000] (1000)"
+
+
 def test_the_default_configs_fit_block_asks_for_one_step_at_least(tmp_path):
     from configs.pretraining_config import PretrainingConfig
     from training_jax.from_dataset import make_plan

@@ -28,9 +28,18 @@ RESERVE_SECONDS = 20.0  # the last save, the run record, the process's exit
 SPEED_MARGIN = 0.95  # the rate measured in a few dozen steps is a little better than a long run's
 
 
-def warmup_steps(steps, fraction):
-    """The warmup of a `steps` run: `fraction` of it, at least one step (steps // 10 for 0.1)."""
-    return max(1, int(steps * fraction + 1e-9))
+def warmup_steps(steps, fraction, most=None):
+    """The warmup of a `steps` run: `fraction` of it, at least one step (steps // 10 for 0.1), at most `most`."""
+    return min(steps if most is None else max(1, most), max(1, int(steps * fraction + 1e-9)))
+
+
+def steps_list(steps, shown=3):
+    """A list of steps for a log line: whole when short, else its first and last (a 1M-step config checkpoints
+    1,000 times)."""
+    steps = list(steps)
+    if len(steps) <= 2 * shown:
+        return str(steps)
+    return f"[{', '.join(map(str, steps[:shown]))}, ... {', '.join(map(str, steps[-shown:]))}] ({len(steps)})"
 
 
 def model_steps(units, steps_per_unit, multiple):
@@ -45,20 +54,21 @@ def units_that_fit(rates, steps_per_unit, seconds, multiple):
     return max(0, int(seconds / per_unit) // multiple * multiple)
 
 
-def sized_fields(steps, budgets, warmup_fraction, evals, block_steps=1, checkpoint_every=None):
+def sized_fields(steps, budgets, warmup_fraction, evals, block_steps=1, checkpoint_every=None, most_warmup=None):
     """The config fields and the run's checkpoint and evaluation steps for a `steps`-step run with
     `budgets` evenly spaced checkpoints (the rule of studies/rtd_vs_mlm/plan.py pretraining_hparams);
     evaluations every a multiple of `block_steps` (the updates per dispatch), so that they end blocks.
     `checkpoint_every` (run_pretraining.py --max-minutes: the config's save_checkpoints_steps): a checkpoint every
     that many steps and at the end, whatever the length, instead of `budgets` spread over it (1,000 checkpoints of
-    a default 1M-step config would otherwise be spread over the few thousand steps that fit)."""
+    a default 1M-step config would otherwise be spread over the few thousand steps that fit). `most_warmup`: the
+    warmup's most steps (run_pretraining.py --max-minutes: the config's own, training_jax.from_dataset.fit_block)."""
     if checkpoint_every:
         every = min(checkpoint_every, steps)
         checkpoints = sorted(set(range(every, steps, every)) | {steps})
     else:
         every = steps // budgets
         checkpoints = [every * (k + 1) for k in range(budgets)]
-    return {"config": {"num_train_steps": steps, "num_warmup_steps": warmup_steps(steps, warmup_fraction),
+    return {"config": {"num_train_steps": steps, "num_warmup_steps": warmup_steps(steps, warmup_fraction, most_warmup),
                        "save_checkpoints_steps": every, "eval_every_steps": every, "extra_checkpoint_steps": ()},
             "checkpoint_steps": checkpoints,
             "eval_every": max(block_steps, steps // evals // block_steps * block_steps)}
@@ -133,7 +143,7 @@ def size_run(run, started, fit_minutes, measure_steps):
                          f"too few for {block['budgets']} step(s) at {rate:.2f} steps/s; give more minutes")
     steps = model_steps(units, block["steps_per_unit"][model], multiple if units >= multiple else block["budgets"])
     fields = sized_fields(steps, block["budgets"], block["warmup_fraction"], block["evals"], run.block_steps,
-                          block.get("checkpoint_every"))
+                          block.get("checkpoint_every"), block.get("most_warmup"))
     entry = {"config_file": f"config_{model}_sized.json", "num_train_steps": steps, "units": units,
              "checkpoint_steps": fields["checkpoint_steps"], "eval_every": fields["eval_every"],
              "measured": {r["model"]: {k: round(v, 3) for k, v in r.items() if k in (
@@ -145,6 +155,6 @@ def size_run(run, started, fit_minutes, measure_steps):
     most = " (the most planned)" if units < fitting else ""
     run.log(f"sized: {steps} steps ({units} units{most} of {', '.join(sorted(rates))} together; {rate:.2f} steps/s "
             f"measured, {seconds / 60:.1f} min to train, warmup {fields['config']['num_warmup_steps']}, "
-            f"checkpoints {fields['checkpoint_steps']})")
+            f"checkpoints {steps_list(fields['checkpoint_steps'])})")
     return entry
 

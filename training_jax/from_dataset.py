@@ -31,6 +31,7 @@ from common.errors import InputError, exit_on_input_error
 WORK_DIR = "jax_work"  # in the model folder
 ARRAYS_RECORD = "arrays.json"  # which shards the arrays were read from
 VOCAB_FILE = "vocab.txt"  # the work folder's copy of the dataset's vocabulary
+SIZED_WARMUP_FRACTION = 0.1  # --max-minutes: a run shorter than the config warms up for a tenth of it at least
 EVALS_PER_SIZED_RUN = 30  # --max-minutes: held-out evaluations along the sized run (the curves' resolution)
 
 
@@ -121,12 +122,25 @@ def make_plan(work, name, config, resolved, eval_count):
 
 
 def fit_block(name, config):
-    """How --max-minutes sizes the run (training_jax.fit): this model alone, at most the config's steps, its warmup
-    fraction, evaluations spread as EVALS_PER_SIZED_RUN, a checkpoint every save_checkpoints_steps and at the end."""
+    """How --max-minutes sizes the run (training_jax.fit): this model alone, at most the config's steps, evaluations
+    spread as EVALS_PER_SIZED_RUN, a checkpoint every save_checkpoints_steps and at the end, and the warmup of
+    sized_warmup."""
+    fraction, most = sized_warmup(config)
     return {"models": [name], "steps_per_unit": {name: 1.0}, "budgets": 1,
-            "warmup_fraction": config.num_warmup_steps / config.num_train_steps, "evals": EVALS_PER_SIZED_RUN,
+            "warmup_fraction": fraction, "most_warmup": most, "evals": EVALS_PER_SIZED_RUN,
             "max_units": config.num_train_steps,
             "checkpoint_every": config.save_checkpoints_steps or config.num_train_steps}
+
+
+def sized_warmup(config):
+    """(fraction, most steps) of a sized run's warmup: the config's warmup steps where they fit in
+    SIZED_WARMUP_FRACTION of the run, else that fraction of it. What protects the first updates is the warmup's
+    length in steps, not its share: scaled down with the run, the original's 1% (10,000 of 1,000,000 steps) gave a
+    10,800-step H200 run 108 steps to the peak learning rate, and its discriminator collapsed (AUC 0.50 from step
+    2,000 on, every token's hidden state alike from layer 2 on: docs/jax_gpu.md), where a 10% warmup on the same
+    data and model reached AUC 0.77 in as many steps. A run as long as the config keeps the config's warmup."""
+    fraction = config.num_warmup_steps / config.num_train_steps
+    return max(fraction, SIZED_WARMUP_FRACTION), config.num_warmup_steps
 
 
 def refuse_tensorflow_checkpoints(model_dir, state_dir):

@@ -204,7 +204,7 @@ class Run(PretrainingLoop):
         config = self.config
         self.log(f"device {self.placement.describe()}; jax {jax.__version__}, keras "
                  f"{keras.__version__}; {config.num_train_steps} steps of batch {config.train_batch_size}, "
-                 f"checkpoints {self.checkpoint_steps}")
+                 f"checkpoints {fit.steps_list(self.checkpoint_steps)}")
         self.log(f"step: {self.settings.describe()}")
 
         train_examples = unpack_examples(load_packed(plan.train_arrays))
@@ -372,7 +372,8 @@ class Run(PretrainingLoop):
     def stopped_early(self, step, total):
         if self.args.fit_minutes and step not in self.checkpoint_steps:
             self.write_weights(step)  # a sized run cut short still brings back its newest weights
-        self.log(f"stopped at step {step}/{total} to stay inside {self.args.time_limit_minutes:g} minutes; "
+        minutes = self.args.time_limit_minutes or self.args.fit_minutes  # the hard stop of either bound
+        self.log(f"stopped at step {step}/{total} to stay inside {minutes:g} minutes; "
                  "run the same command again to continue")
 
     def run_record(self):
