@@ -5,7 +5,6 @@ comes back fits the tool's limits, and here (TensorFlow) the float16 weights imp
 run_finetuning.py fine-tunes, beside the run's metrics and results."""
 import json
 import pathlib
-import shlex
 import shutil
 import subprocess
 import tarfile
