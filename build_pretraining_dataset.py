@@ -10,6 +10,7 @@ Writes <data-dir>/pretrain_tfrecords/ (shards + metadata.json). With no vocabula
 <data-dir>/vocab.txt, learning one from the corpus first if there is none.
 """
 import argparse
+import json
 
 from common.quiet import quiet_tensorflow
 
@@ -127,25 +128,38 @@ def resolve_tokenizer(args, data_dir: pathlib.Path, files, embedded_corpus: bool
     return spec(vocab_file=learned_wordpiece)
 
 
-def prepare_output_dir(output_dir: pathlib.Path, overwrite: bool) -> None:
-    """Never deletes a dataset without --overwrite, and never deletes files the builder did not write."""
+def prepare_output_dir(output_dir: pathlib.Path, overwrite: bool, keep=()) -> None:
+    """Never deletes a dataset without --overwrite, and never deletes files the builder did not write (its
+    vocabulary copy is its own only where metadata.json names it). `keep`: the vocabulary this build reads, left
+    in place if it is that copy (copy_vocabulary then leaves it as it is)."""
     if output_dir.exists() and not output_dir.is_dir():
         raise InputError(f"{output_dir}: exists and is not a folder; choose another --output-dir")
     entries = sorted(output_dir.iterdir()) if output_dir.exists() else []
     if entries and not overwrite:
         raise InputError(f"{output_dir}: not empty; pass --overwrite to replace the dataset in it, or choose "
                          "another --output-dir")
+    copy = recorded_vocabulary_copy(output_dir)
     ours = [p for p in entries if p.name.startswith(tfrecords.SHARD_PREFIX)
-            or p.name.startswith(tfrecords.METADATA_FILE)]
+            or p.name.startswith(tfrecords.METADATA_FILE) or p.name == copy]
     foreign = [p for p in entries if p not in ours]
     if foreign:
         raise InputError(f"{output_dir}: holds files the builder did not write ({foreign[0].name}); "
                          "choose an empty --output-dir")
+    kept = {pathlib.Path(k).resolve() for k in keep if k}
     metadata = output_dir / tfrecords.METADATA_FILE
     metadata.unlink(missing_ok=True)  # first, so an interrupted rebuild never looks complete
     for path in ours:
-        path.unlink(missing_ok=True)
+        if path.resolve() not in kept:
+            path.unlink(missing_ok=True)
     output_dir.mkdir(parents=True, exist_ok=True)
+
+
+def recorded_vocabulary_copy(output_dir: pathlib.Path):
+    """The name of the vocabulary copy an earlier build's metadata.json records, or None."""
+    try:
+        return json.loads((output_dir / tfrecords.METADATA_FILE).read_text())["vocab"].get("copy")
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
 
 
 @exit_on_input_error
@@ -178,7 +192,7 @@ def main(argv=None) -> dict:
 
 def build_into(output_dir, args, data_dir, files, embedded_corpus) -> dict:
     """Empties the folder of an earlier build (with --overwrite) and builds the dataset in it."""
-    prepare_output_dir(output_dir, args.overwrite)
+    prepare_output_dir(output_dir, args.overwrite, keep=(args.vocab_file, args.spm_model))
     tokenizer_spec = resolve_tokenizer(args, data_dir, files, embedded_corpus)
     tokenizer = tokenizer_spec.load()
     num_shards = args.num_shards or auto_num_shards(files, args.num_processes)
@@ -210,6 +224,8 @@ def copy_vocabulary(vocab_file: pathlib.Path, output_dir: pathlib.Path) -> pathl
     device call): its readers prefer the copy (configs.resolve.vocab_source). Written before metadata.json,
     which alone marks the folder complete."""
     copy = output_dir / tfrecords.VOCAB_COPY_NAMES[vocab_file.suffix == ".model"]
+    if copy.exists() and copy.samefile(vocab_file):  # this build reads the earlier build's copy
+        return copy
     with atomic.atomic_path(copy) as temp:
         shutil.copyfile(vocab_file, temp)
     return copy

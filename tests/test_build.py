@@ -136,6 +136,37 @@ def test_overwrite_never_deletes_foreign_files(tmp_path, corpus_dir, vocab_file,
     assert (output / "metadata.json").exists()
 
 
+def test_the_dataset_keeps_its_vocabulary_so_that_it_travels_without_it(tmp_path, corpus_dir, vocab_file):
+    """A folder copied to another machine (a GPU call carries only the repository) still resolves its vocabulary;
+    a rebuild that reads the folder's own copy keeps it; a user's file of the same name is never taken as ours."""
+    from configs.resolve import vocab_source
+
+    source = tmp_path / "elsewhere" / "my_vocab.txt"
+    source.parent.mkdir()
+    source.write_bytes(vocab_file.read_bytes())
+    output, metadata = build(tmp_path, corpus_dir, source)
+    assert metadata["vocab"]["copy"] == "vocab.txt"
+    assert (output / "vocab.txt").read_bytes() == source.read_bytes()
+    moved = tmp_path / "moved"
+    output.rename(moved)
+    source.unlink()
+    assert vocab_source(tfrecords.load_metadata(moved), moved) == moved / "vocab.txt"
+    kept = (moved / "vocab.txt").read_bytes()
+    (moved / "vocab.txt").write_text("[PAD]\n")  # changed since the build: not the dataset's vocabulary
+    with pytest.raises(InputError, match="neither its copy vocab.txt"):
+        vocab_source(tfrecords.load_metadata(moved), moved)
+    (moved / "vocab.txt").write_bytes(kept)
+    before = shard_bytes(moved)
+    _, again = build(tmp_path, corpus_dir, moved / "vocab.txt", "--overwrite", name="moved")
+    assert shard_bytes(moved) == before and again["vocab"]["sha256"] == metadata["vocab"]["sha256"]
+    users = tmp_path / "users"
+    users.mkdir()
+    (users / "vocab.txt").write_text("mine")
+    with pytest.raises(SystemExit):
+        build(tmp_path, corpus_dir, vocab_file, "--overwrite", name="users")
+    assert (users / "vocab.txt").read_text() == "mine"
+
+
 def test_interrupted_build_leaves_no_metadata_and_no_partial_shards(tmp_path, corpus_dir, vocab_file,
                                                                      monkeypatch):
     calls = {"n": 0}
