@@ -18,7 +18,10 @@ import argparse
 import json
 import shlex
 
-BENCH_SECONDS = 150.0  # the benchmark's whole-run bound (bench.gpu_speed --max-seconds)
+# The benchmark's whole-run bound (bench.gpu_speed --max-seconds). The first H200 window (2026-11-29) measured
+# Hugging Face's row in 27 s and `defaults` in 90 s (XLA compiled for 64 s), so 150 s held those two alone; 220 s
+# also holds the next row, `defaults + scan_layers`, the product's answer to that compile time if it is one.
+BENCH_SECONDS = 220.0
 BENCH_OUT = "$OUT/bench"
 WHEELS_DIR = ".whl"  # carried: the wheels the image lacks (keras, namex, optree, ...), installed first
 DEVICE_PRELUDE = ("python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "
@@ -36,12 +39,16 @@ def bench_command(bench_args=None):
 WINDOW_DATA = "window"  # carried: <WINDOW_DATA>/pretrain_tfrecords (gzip shards) and <WINDOW_DATA>/glue
 WINDOW_MODEL = "electra_small"
 WINDOW_TASKS = "rte,mrpc,cola,sts,sst"  # fewest updates first: a fine-tuning cut by its timeout keeps the most tasks
-PRETRAIN_MINUTES = 4.0  # run_pretraining.py --max-minutes: compile, measure, size the run to end saved by then
+# run_pretraining.py --max-minutes: compile, measure, size the run to end saved by then. The first window compiled
+# and measured for 106 s and then trained at 75-85 steps/s: 3.5 minutes train ~7,000 steps, enough to see the
+# discriminator leave its plateau (the studies' run: held-out AUC 0.70 by step 3,700).
+PRETRAIN_MINUTES = 3.5
 CALL_SECONDS = 600  # the device tool's limit on one command
 # Fine-tuning runs until this second of the call (a `timeout` of what is left), so that the last tar always fits:
-# the steps before it are estimates (~10 s of wheels, the benchmark's 150 plus an overrun, pretraining's 240, ~40
-# for the float16 export, not yet timed on a GPU machine), and a fixed timeout would let their overruns kill the tar
-# that brings the fine-tuning results back. The tar of the small files takes a few seconds.
+# the steps before it are estimates (~10 s of wheels, the benchmark's 220 plus an overrun, pretraining's 210, under
+# 25 for the float16 export on the first window), and a fixed timeout would let their overruns kill the tar that
+# brings the fine-tuning results back: ~110 s are left, which held RTE, MRPC and CoLA there (105 s, compiles
+# included). The tar of the small files takes a few seconds.
 FINETUNE_UNTIL = CALL_SECONDS - 20
 PART_BYTES = "15m"  # split's parts: under the device tool's 16 MiB a file
 PRETRAIN_HPARAMS = {"train_batch_size": 128, "do_eval": True, "num_eval_steps": 40}

@@ -99,7 +99,7 @@ def test_a_bounded_run_keeps_each_row_as_it_is_measured(tmp_path):
 
     # on a GPU: the product's defaults first, then each option toggled alone, the undecided ones first
     gpu_variants = result["gpu_variants"]
-    assert list(gpu_variants) == ["defaults", "defaults + fused_attention", "defaults + scan_layers",
+    assert list(gpu_variants) == ["defaults", "defaults + scan_layers", "defaults + fused_attention",
                                   "defaults - flat_update", "defaults - rbg", "defaults - bf16_attention",
                                   "defaults - blocks", "defaults in float32"]
     assert gpu_variants["defaults"] == result["gpu_defaults"]
