@@ -201,7 +201,7 @@ def build_into(output_dir, args, data_dir, files, embedded_corpus) -> dict:
                              max_seq_length=args.max_seq_length,
                              num_processes=args.num_processes, num_shards=num_shards, seed=args.seed,
                              strict=args.strict, compression=args.compression)
-    copy = copy_vocabulary(pathlib.Path(tokenizer.vocab_file), output_dir)
+    copy = copy_vocabulary(pathlib.Path(tokenizer.vocab_file), tokenizer.kind, output_dir)
     vocab_metadata = {
         "kind": tokenizer.kind,
         "file": str(pathlib.Path(tokenizer.vocab_file).resolve()),
@@ -219,11 +219,11 @@ def build_into(output_dir, args, data_dir, files, embedded_corpus) -> dict:
     return metadata
 
 
-def copy_vocabulary(vocab_file: pathlib.Path, output_dir: pathlib.Path) -> pathlib.Path:
+def copy_vocabulary(vocab_file: pathlib.Path, kind: str, output_dir: pathlib.Path) -> pathlib.Path:
     """The dataset folder keeps its own copy of the vocabulary, so that it travels whole (another machine, a
     device call): its readers prefer the copy (configs.resolve.vocab_source). Written before metadata.json,
     which alone marks the folder complete."""
-    copy = output_dir / tfrecords.VOCAB_COPY_NAMES[vocab_file.suffix == ".model"]
+    copy = output_dir / tfrecords.VOCAB_COPY_NAMES[kind]
     if copy.exists() and copy.samefile(vocab_file):  # this build reads the earlier build's copy
         return copy
     with atomic.atomic_path(copy) as temp:

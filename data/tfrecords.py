@@ -27,8 +27,9 @@ TEMP_SUFFIX = ".incomplete"
 # machine that takes 64 MiB per call) or stored many times. metadata.json names it ("compression"); a folder
 # without the key is uncompressed, as every folder built before the option.
 COMPRESSIONS = ("none", "gzip")
-# The dataset folder's copy of its vocabulary (build_pretraining_dataset.copy_vocabulary): WordPiece's, SentencePiece's
-VOCAB_COPY_NAMES = ("vocab.txt", "spm.model")
+# The dataset folder's copy of its vocabulary, by the tokenizer's kind (build_pretraining_dataset.copy_vocabulary)
+VOCAB_COPY_NAMES = {"wordpiece": "vocab.txt", "sentencepiece": "spm.model"}
+
 
 def shard_name(index: int, num_shards: int) -> str:
     return f"{SHARD_PREFIX}-{index:05d}-of-{num_shards:05d}"

@@ -299,6 +299,8 @@ def test_without_a_vocabulary_one_is_learned_into_the_data_dir(tmp_path, corpus_
     assert metadata["vocab"]["sha256"] == file_sha256(learned)
     assert metadata["vocab"]["kind"] == vocab_type and 900 <= metadata["vocab"]["size"] <= 1000
     assert (tmp_path / "pretrain_tfrecords" / "metadata.json").is_file()
+    copy = tmp_path / "pretrain_tfrecords" / metadata["vocab"]["copy"]  # the folder's own, named by its kind
+    assert copy.name == learned_name and copy.read_bytes() == learned.read_bytes()
     # A second build reuses the learned vocabulary rather than learning another.
     again = cli.main(args + ["--overwrite"])
     assert again["vocab"]["sha256"] == metadata["vocab"]["sha256"]
