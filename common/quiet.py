@@ -8,6 +8,13 @@ wins), and while `import tensorflow` runs it passes stderr through a filter that
 lines below that level, as TensorFlow itself does after start-up. Every other line passes: Python's
 warnings and tracebacks, our own output, a fatal (F) line. The filter is a small child process (this
 file run as a script, standard library only), so a crash inside the import still shows its last lines.
+
+The same hook makes the import leaner: while `import tensorflow` runs, the optional packages that TensorFlow and
+Keras import only because they are installed (OPTIONAL_DURING_IMPORT: scikit-learn for Keras's scikit-learn
+wrappers, matplotlib for Keras's image-gallery plot, JAX for TFLite's conversion of JAX functions) are reported
+missing, and both fall back as they do without them. No command here uses those paths, and they cost 2-3 s of a
+5-9 s import on 2 cores (every TensorFlow process: a command, a test's child process). Imported later, by us or
+the user, they import as usual; JAX is left alone when Keras's backend is JAX or JAX is already imported.
 """
 import importlib.abc
 import importlib.util
@@ -24,17 +31,36 @@ SEVERITIES = "IWEF"  # absl's and TensorFlow's order: level N drops the severiti
 _LOG_LINE = re.compile(rb"^([IWEF])\d{4} [\d:.]+ +\d+ [^\]\s]+\] ")
 _ABSL_NOTICE = b"WARNING: All log messages before absl::InitializeLog() is called are written to STDERR"
 _WAIT_FOR_FILTER_S = 5.0
+OPTIONAL_DURING_IMPORT = ("sklearn", "matplotlib", "jax", "jaxlib")  # top-level names (module docstring)
 
 
 def quiet_tensorflow() -> None:
-    """Call before TensorFlow is imported (a command's first lines). Does nothing if TensorFlow is
-    already imported, or if the user's logging variables ask for every line."""
+    """Call before TensorFlow is imported (a command's first lines). Does nothing if TensorFlow is already
+    imported; filters nothing if the user's logging variables ask for every line (the import is still lean)."""
     if not any(name in os.environ for name in LOG_VARIABLES):
         os.environ[LOG_LEVEL] = str(DEFAULT_LEVEL)
-    level = min_log_level()
-    if level == 0 or "tensorflow" in sys.modules or any(isinstance(f, _QuietImport) for f in sys.meta_path):
+    if "tensorflow" in sys.modules or any(isinstance(f, _QuietImport) for f in sys.meta_path):
         return
-    sys.meta_path.insert(0, _QuietImport(level))
+    sys.meta_path.insert(0, _QuietImport(min_log_level()))
+
+
+def skipped_during_import():
+    """The top-level names reported missing while TensorFlow imports (module docstring)."""
+    keep_jax = os.environ.get("KERAS_BACKEND") == "jax" or "jax" in sys.modules
+    return {name for name in OPTIONAL_DURING_IMPORT
+            if name not in sys.modules and not (keep_jax and name.startswith("jax"))}
+
+
+class _SkipOptional(importlib.abc.MetaPathFinder):
+    """Reports `names` missing, as if not installed, for as long as it is on sys.meta_path."""
+
+    def __init__(self, names):
+        self.names = names
+
+    def find_spec(self, name, path=None, target=None):
+        if name.partition(".")[0] in self.names:
+            raise ModuleNotFoundError(f"No module named {name!r} (left out while TensorFlow imports)", name=name)
+        return None
 
 
 def min_log_level() -> int:
@@ -96,10 +122,13 @@ class _FilteredLoader(importlib.abc.Loader):
         module.__loader__ = module.__spec__.loader = self.loader  # TensorFlow sees its own loader
         if self.finder in sys.meta_path:
             sys.meta_path.remove(self.finder)
-        filter_process = _start_filter(self.finder.level)
+        skip = _SkipOptional(skipped_during_import())
+        sys.meta_path.insert(0, skip)
+        filter_process = _start_filter(self.finder.level) if self.finder.level > 0 else None
         try:
             self.loader.exec_module(module)
         finally:
+            sys.meta_path.remove(skip)
             if filter_process is not None:
                 _stop_filter(*filter_process)
 

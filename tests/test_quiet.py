@@ -45,6 +45,12 @@ if os.environ.get("FAKE_TF_CRASH"):
     os.abort()
 if os.environ.get("FAKE_TF_RAISE"):
     raise ImportError("a broken install")
+for optional in ("sklearn", "jax"):  # as TensorFlow and Keras import them: only if installed
+    try:
+        __import__(optional)
+        print("tensorflow imported", optional)
+    except ImportError:
+        print("tensorflow went without", optional)
 '''
 
 
@@ -53,10 +59,15 @@ def run_with_fake_tensorflow(tmp_path, **env):
     package = tmp_path / "fake" / "tensorflow"
     package.mkdir(parents=True, exist_ok=True)
     (package / "__init__.py").write_text(FAKE_TENSORFLOW)
+    for optional in ("sklearn", "jax"):  # stand-ins, installed
+        (package.parent / optional).mkdir(exist_ok=True)
+        (package.parent / optional / "__init__.py").write_text("INSTALLED = True\n")
     script = textwrap.dedent("""
         from common.quiet import quiet_tensorflow
         quiet_tensorflow()
         import tensorflow
+        import jax, sklearn
+        assert jax.INSTALLED and sklearn.INSTALLED  # imported after TensorFlow, they import as usual
         print("ours")
     """)
     env = env_without_log_variables(PYTHONPATH=f"{package.parent}{os.pathsep}{REPO_ROOT}", **env)
@@ -70,6 +81,18 @@ def test_start_up_lines_are_hidden_and_python_s_warnings_are_not(tmp_path):
     assert code == 0 and lines[-1] == "ours"
     assert not any(line.startswith(("I0000", "W0000", NOTICE)) for line in lines), lines
     assert any("a Python warning during the import" in line for line in lines)
+
+
+@pytest.mark.parametrize("env, without", [
+    ({}, ["jax", "sklearn"]),
+    ({"TF_CPP_MIN_LOG_LEVEL": "0"}, ["jax", "sklearn"]),  # every line shown, the import still lean
+    ({"KERAS_BACKEND": "jax"}, ["sklearn"]),  # Keras on JAX needs JAX during TensorFlow's import
+])
+def test_tensorflow_imports_without_the_optional_packages_it_does_not_need_here(tmp_path, env, without):
+    code, lines = run_with_fake_tensorflow(tmp_path, **env)
+    assert code == 0 and lines[-1] == "ours", lines
+    went_without = sorted(line.split()[-1] for line in lines if line.startswith("tensorflow went without"))
+    assert went_without == without, lines
 
 
 def test_a_logging_variable_the_user_set_wins(tmp_path):
