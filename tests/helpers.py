@@ -444,3 +444,21 @@ def run_each_under_jax(script, commands, repo, **environment):
     assert codes and len(codes[-1]) == len(commands), done.stdout[-2000:] + done.stderr[-2000:]
     assert done.returncode == codes[-1][-1] and "Traceback" not in done.stderr, done.stderr[-2000:]
     return codes[-1]
+
+
+def write_micro_model_folder(folder, vocab_file, num_layers=1):
+    """A pretrained model folder as a JAX run writes it (checkpoint_bundle, no TensorFlow): a micro encoder's random
+    weights as ckpt-1, its config and vocabulary (as tests/test_run_finetuning_jax.py's, for any backend)."""
+    import numpy as np
+
+    from configs.pretraining_config import PretrainingConfig
+    from finetune.pretrained import build_encoder
+    from storage import model_folder
+
+    vocab_size = sum(1 for _ in open(vocab_file, encoding="utf-8"))
+    config = PretrainingConfig.create({"model_size": "electra_small", "vocab_size": vocab_size,
+                                       "model_hparam_overrides": {**MICRO_MODEL, "num_layers": num_layers}})
+    encoder = build_encoder(config.model_config())
+    weights = {variable.path: np.asarray(variable.numpy()) for variable in encoder.weights}
+    model_folder.write_weights_checkpoint(folder, 1, weights, config, vocab_file)
+    return config

@@ -116,6 +116,19 @@ class Placement:
         """[K, batch] batch indices split along the batch."""
         return self._put(indices, self.batch_indices)
 
+    def rows(self, axis=0):
+        """The sharding of arrays whose `axis` is the batch's rows: split along it over the mesh (or the one
+        device). Fine-tuning's batches ([rows, ...], a block's [K, rows, ...]) travel whole, not as indices."""
+        if self.mesh is None:
+            return self.replicated
+        from jax.sharding import NamedSharding, PartitionSpec
+
+        return NamedSharding(self.mesh, PartitionSpec(*[None] * axis, DATA_AXIS))
+
+    def put_rows(self, tree, axis=0):
+        """`tree`'s arrays split along their rows (`axis`) over the mesh."""
+        return self._put(tree, self.rows(axis))
+
     def _put(self, tree, sharding):
         import jax
         import numpy as np

@@ -19,6 +19,14 @@ batched together (training_jax.finetune_buckets: other batches, the same update 
 --steps-per-dispatch K runs K updates per dispatch, their batches sent as one block (training_jax.finetune_blocks;
 K single updates bit for bit on the CPU). Their speed side by side: python -m bench.finetune_jax_speed.
 
+Every local device (--devices N, default all): data parallel over pretraining's mesh (training_jax.data_parallel's
+choose_devices and Placement). The weights and optimizer state are replicated, each training and prediction batch
+is split along its rows, and the program is the one-device program: jit's SPMD partitioner all-reduces the
+gradients and the loss's sums, so the loss stays the global batch's (its weighted sum or mean), and the dropout
+bits drawn from Keras's threefry seeds are one device's (jit's random bits do not depend on the sharding). 8 virtual
+CPU devices fine-tune what 1 does within float32 rounding (tests/test_jax_finetune_devices.py). One device is
+today's program, unchanged.
+
 The studies' arrays path (tasks featurised where TensorFlow is, several models vmapped in one process) builds on
 JaxTrainer too: studies/device_path/finetune.py.
 """
@@ -66,10 +74,12 @@ class JaxTrainer(BaseTrainer):
       max_seq_length in today's order (then K updates are K of `step`'s). 0: one `step` per batch.
     - `compile_ahead`: a training in blocks first compiles its programs (one per bucket length it will use)
       at once, in threads (training_jax.compile_ahead).
+    - `placement` (training_jax.data_parallel.Placement): over several devices the state is replicated and each
+      batch split along its rows over the mesh (`spread`); None or one device: today's one-device program.
     The defaults compute what the per-trainer programs computed, within float32 rounding."""
 
     def __init__(self, model, tasks, optimizer, config, programs=PROGRAMS, fixed_shapes=True, sized_steps=True,
-                 block_steps=0, buckets=None, compile_ahead=False):
+                 block_steps=0, buckets=None, compile_ahead=False, placement=None):
         super().__init__(model, tasks, optimizer, config)
         self._state = None
         self.block_steps, self.buckets, self.compile_ahead = block_steps, buckets, compile_ahead
@@ -80,6 +90,9 @@ class JaxTrainer(BaseTrainer):
         self._schedule_steps = jax.numpy.asarray(
             [getattr(schedule, "num_train_steps", 0), getattr(schedule, "num_warmup_steps", 0)], "float32")
         self._donate = (0,) if jax.default_backend() != "cpu" else ()  # the CPU cannot reuse buffers
+        self.spread = placement if placement is not None and placement.mesh is not None else None  # several devices
+        if self.spread is not None:
+            self._schedule_steps = self.spread.put(self._schedule_steps)
 
     @property
     def state(self):
@@ -88,7 +101,29 @@ class JaxTrainer(BaseTrainer):
         if self._state is None:
             self._state = tuple(_copies(variables) for variables in (
                 self.model.trainable_variables, self.model.non_trainable_variables, self.optimizer.variables))
+            if self.spread is not None:
+                self._state = self.spread.put(self._state)
         return self._state
+
+    def on_devices(self, tree, rows_axis=None):
+        """`tree` where the step takes it: as it is on one device (today's program); over several, replicated, or
+        split along its rows (`rows_axis`: a batch's rows)."""
+        if self.spread is None:
+            return tree
+        return self.spread.put(tree) if rows_axis is None else self.spread.put_rows(tree, rows_axis)
+
+    def jit(self, function):
+        """jax.jit with the state donated (not on the CPU); over several devices every output replicated, as
+        pretraining's step (the state stays where the next update reads it)."""
+        placed = {} if self.spread is None else {"out_shardings": self.spread.replicated}
+        return jax.jit(function, donate_argnums=self._donate, **placed)
+
+    @property
+    def prediction_rows(self):
+        """A prediction batch's rows: eval_batch_size, grown to a multiple of the devices (an equal share each;
+        the added rows are dropped)."""
+        count = 1 if self.spread is None else self.spread.count
+        return -(-self.config.eval_batch_size // count) * count
 
     def program_key(self, purpose, task):
         """What a traced step depends on, the task's name aside: equal keys, the same program."""
@@ -114,6 +149,8 @@ class JaxTrainer(BaseTrainer):
                     getattr(optimizer, "_variable_decays", None), getattr(optimizer, "_variable_lr_multipliers", None),
                     tuple(id(v) in trained for v in model.trainable_variables),
                     config.answerable_weight, config.loss_reduction, self._sized is not None]
+        if self.spread is not None:  # a program over these devices (one device: today's key)
+            key.append(("devices", tuple(device.id for device in self.spread.devices)))
         return repr(key)
 
     def _program(self, purpose, task, build):
@@ -130,7 +167,7 @@ class JaxTrainer(BaseTrainer):
         return self._program("train", task, lambda: self._build_train_fn(task))
 
     def _build_train_fn(self, task):
-        return jax.jit(self._update_fn(task), donate_argnums=self._donate)
+        return self.jit(self._update_fn(task))
 
     def block_fn(self, task, length, together=False):
         """The update of a block of K batches padded to `length` (finetune_blocks.block_program; one program
@@ -143,7 +180,7 @@ class JaxTrainer(BaseTrainer):
             block = block_program(self._update_fn(task))
             if together:
                 block = jax.vmap(block, in_axes=(0, None, None, None))
-            return AheadProgram(jax.jit(block, donate_argnums=self._donate))
+            return AheadProgram(self.jit(block))
 
         purpose = f"train block {self.block_steps} x {length}{' vmapped' if together else ''}"
         return self._program(purpose, task, build)
@@ -205,19 +242,21 @@ class JaxTrainer(BaseTrainer):
 
     def step(self, task, batch):
         inputs = model_inputs(batch)
-        if self.fixed_shapes:
+        if self.fixed_shapes or self.spread is not None:  # over several devices every batch splits evenly
             inputs = grow_rows(inputs, self.config.train_batch_size)
+        inputs = self.on_devices(inputs, rows_axis=0)
         self._state, loss = self._train_fn(task)(self.state, inputs, self._schedule_steps)
         return loss
 
     def predict_batch(self, task, batch):
         rows = len(batch["index"])
-        inputs = grow_rows(model_inputs(batch), self.config.eval_batch_size)
+        inputs = self.on_devices(grow_rows(model_inputs(batch), self.prediction_rows), rows_axis=0)
         if self._state is not None:  # during training: the arrays the updates hold
             trainable, non_trainable, _ = self._state
         else:  # after it: the variables' own values (prediction donates nothing, so no copy of every weight)
             trainable, non_trainable = ([v.value for v in variables] for variables in (
                 self.model.trainable_variables, self.model.non_trainable_variables))
+        trainable, non_trainable = self.on_devices((trainable, non_trainable))  # replicated already: no copy
         outputs = self._predict_fn(task)(trainable, non_trainable, inputs)
         return keras.tree.map_structure(lambda value: np.asarray(value)[:rows], outputs)  # no slicing program
 
@@ -279,33 +318,43 @@ def product_runner(args, pretrained, config, task_data, **runner_options):
     """run_finetuning.py's TrialRunner under KERAS_BACKEND=jax: JaxTrainer with this platform's speed settings
     (finetune_settings: bf16, length buckets and K updates per dispatch on an
     accelerator; the original's float32 single updates on the CPU), the folder's encoder in that dtype, the
-    settings recorded in the results files; compiled programs cached in <model folder>/jax_work."""
+    settings recorded in the results files; compiled programs cached in <model folder>/jax_work. It trains on the
+    first --devices local devices (default: all of them), data parallel when several (data_parallel.Placement: the
+    global train_batch_size must split evenly over them, else one line and exit 2), the placement logged."""
     from finetune.pretrained import FINETUNING_DTYPE, load_encoder
     from training_jax.compiles import use_compile_cache
     from training_jax.from_dataset import WORK_DIR
+    from training_jax.data_parallel import Placement, choose_devices
     from training_jax.pretrain import COMPILE_CACHE
 
+    placement = Placement(choose_devices(getattr(args, "devices", None)), config.train_batch_size)
+    print(f"Under JAX: device {placement.describe()}", flush=True)
     use_compile_cache(pretrained.folder / WORK_DIR / COMPILE_CACHE)
     settings = finetune_settings.resolve(args, jax.devices()[0].platform)
     trainer_class = functools.partial(
         JaxTrainer, block_steps=settings.steps_per_dispatch if settings.device_blocks else 0,
-        buckets=settings.buckets(config.max_seq_length), compile_ahead=settings.compiles_ahead)
+        buckets=settings.buckets(config.max_seq_length), compile_ahead=settings.compiles_ahead, placement=placement)
     dtype = "mixed_bfloat16" if settings.bf16 else FINETUNING_DTYPE
     return RecordingTrialRunner(settings, pretrained, config, task_data, pretrained.folder, trainer_class=trainer_class,
-                                load_encoder=functools.partial(load_encoder, dtype=dtype), **runner_options)
+                                load_encoder=functools.partial(load_encoder, dtype=dtype), placement=placement,
+                                **runner_options)
 
 
 class RecordingTrialRunner(TrialRunner):
     """TrialRunner whose results files also record the run's settings (bf16, buckets, updates per dispatch,
-    vmapped: FinetuneSettings.record), and which continues only a results file of the same bf16 and buckets
-    (other ones computed other numbers: the run starts over, the old file set aside)."""
+    vmapped: FinetuneSettings.record; with a `placement`, the devices), and which continues only a results file of
+    the same bf16 and buckets (other ones computed other numbers: the run starts over, the old file set aside; other
+    devices compute the same numbers within rounding)."""
 
-    def __init__(self, settings, *args, **kwargs):
+    def __init__(self, settings, *args, placement=None, **kwargs):
         super().__init__(*args, **kwargs)
-        self.settings = settings
+        self.settings, self.placement = settings, placement
 
     def jax_settings(self):
-        return self.settings.record(self.config.max_seq_length)
+        record = self.settings.record(self.config.max_seq_length)
+        if self.placement is not None:
+            record.update(devices=self.placement.count, device=self.placement.describe())
+        return record
 
     def write_results(self, all_trials, complete):
         super().write_results(all_trials, complete)

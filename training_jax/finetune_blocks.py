@@ -12,7 +12,8 @@ CPU; tests/test_jax_finetune_buckets.py). A block shorter than K (the run's last
 no-ops (lax.cond leaves the state as it is), so each bucket length compiles one program. Several trainers of one
 seed (the models of one trial) train together in one update vmapped over them (studies.device_path.members), sharing
 the block's batches; the state is read from the variables (and stacked, and split) on the host, which compiles
-nothing either.
+nothing either. Over several devices (JaxTrainer's placement) the state is replicated and each block's batches
+split along their rows ([K, rows, ...]): the same program, partitioned by jit (tests/test_jax_finetune_devices.py).
 """
 import math
 import time
@@ -37,9 +38,8 @@ def initial_state(trainers):
     several: built on the host and sent once (fresh buffers the update may donate), so no program is compiled
     for it, where copying each variable on the device would compile one per shape."""
     values = [tuple([np.asarray(v.value) for v in group] for group in state_variables(t)) for t in trainers]
-    if len(trainers) == 1:
-        return jax.device_put(values[0])
-    return jax.device_put(jax.tree.map(lambda *members: np.stack(members), *values))
+    state = values[0] if len(trainers) == 1 else jax.tree.map(lambda *members: np.stack(members), *values)
+    return jax.device_put(state) if trainers[0].spread is None else trainers[0].spread.put(state)  # or replicated
 
 
 def member(state, number):
@@ -145,22 +145,26 @@ def block_calls(trainers, arguments):
     task, examples, blocks = block_plan(trainers, arguments)
     first, rows = trainers[0], trainers[0].config.train_batch_size
     together = len(trainers) > 1
-    state = tuple([jax.ShapeDtypeStruct(((len(trainers),) if together else ()) + tuple(v.shape), v.value.dtype)
+    spread = first.spread  # several devices: the shapes carry the shardings the calls' arguments will have
+    replicated, rows_split = (None, None) if spread is None else (spread.replicated, spread.rows(axis=1))
+    state = tuple([jax.ShapeDtypeStruct(((len(trainers),) if together else ()) + tuple(v.shape), v.value.dtype,
+                                        sharding=replicated)
                    for v in group] for group in state_variables(first))
     block_steps = first.block_steps
     indices = np.zeros((block_steps, rows), np.int32)
     weights = np.zeros((block_steps, rows), np.float32)
-    active = jax.ShapeDtypeStruct((block_steps,), np.bool_)
+    active = jax.ShapeDtypeStruct((block_steps,), np.bool_, sharding=replicated)
     calls = []
     for length in sorted({block.length for block in blocks}):
-        batches = jax.tree.map(_shape_of, gather_batch(examples, indices, weights, length))
+        batches = jax.tree.map(lambda value: _shape_of(value, rows_split),
+                               gather_batch(examples, indices, weights, length))
         calls.append((first.block_fn(task, length, together),
-                      (state, batches, active, _shape_of(first._schedule_steps))))
+                      (state, batches, active, _shape_of(first._schedule_steps, replicated))))
     return calls
 
 
-def _shape_of(value):
-    return jax.ShapeDtypeStruct(value.shape, value.dtype)
+def _shape_of(value, sharding=None):
+    return jax.ShapeDtypeStruct(value.shape, value.dtype, sharding=sharding)
 
 
 def train_in_blocks(trainers, arguments):
@@ -182,9 +186,9 @@ def train_in_blocks(trainers, arguments):
     step, losses, means = 0, [], np.full(len(trainers), np.nan)
     for block in blocks:
         indices, weights, active = block_arrays(block, first.block_steps, config.train_batch_size)
-        batches = gather_batch(examples, indices, weights, block.length)
+        batches = first.on_devices(gather_batch(examples, indices, weights, block.length), rows_axis=1)
         program = first.block_fn(task, block.length, together)
-        state, block_losses = program(state, batches, active, first._schedule_steps)
+        state, block_losses = program(state, batches, first.on_devices(active), first._schedule_steps)
         count = len(block.batches)
         losses.append((block_losses, count))  # read when logged: the device is not made to wait per block
         before, step = step, step + count

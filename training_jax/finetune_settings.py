@@ -61,12 +61,13 @@ class FinetuneSettings:
                 "steps_per_dispatch": self.steps_per_dispatch, "vmap_models": self.vmap_models}
 
 
-FLAG_NAMES = ("bf16", "length_buckets", "bucket_lengths", "steps_per_dispatch", "vmap_models", "compile_ahead")
+FLAG_NAMES = ("bf16", "length_buckets", "bucket_lengths", "steps_per_dispatch", "vmap_models", "compile_ahead",
+              "devices")
 
 
 def add_flags(parser, several_models=False):
     """The flags of these settings (python -m studies.device_path.finetune's, and run_finetuning.py's under JAX, which
-    fine-tunes one model: --vmap-models is the former's alone)."""
+    fine-tunes one model: --vmap-models is the former's alone, --devices the latter's)."""
     group = parser.add_argument_group("speed under KERAS_BACKEND=jax (defaults by platform: the accelerator's "
                                       "or the CPU's)")
     group.add_argument("--bf16", action=argparse.BooleanOptionalAction, default=None,
@@ -95,6 +96,10 @@ def add_flags(parser, several_models=False):
                             "(training_jax.compile_ahead; the same programs). Default off: on a 2-core CPU each "
                             "compile took twice as long beside another (docs/benchmarks.md); on a GPU host with its "
                             "spare cores not yet measured")
+    if not several_models:
+        group.add_argument("--devices", type=int, default=None, metavar="N",
+                           help="fine-tune on the first N local devices, data parallel (the global train_batch_size "
+                                "split over them; default: every local device)")
 
 
 def given_flags(args):
