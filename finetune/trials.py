@@ -16,6 +16,7 @@ import keras
 from configs.loading import save_json
 from finetune import metrics as metrics_lib
 from finetune.bad_rows import BadRows
+from finetune.constant_predictions import constant_answer, warning as constant_warning
 from finetune.loop import build_optimizer, count_steps
 from finetune.model import FinetuningModel, make_head
 from finetune.pretrained import load_encoder
@@ -144,8 +145,12 @@ class TrialRunner:
         for data in self.task_data:
             scores = {}
             for suffix, features in data.evals.items():
-                values, extra = data.task.evaluate(features, trainer.predict(data.task, features), config, suffix)
+                outputs = trainer.predict(data.task, features)
+                values, extra = data.task.evaluate(features, outputs, config, suffix)
                 scores.update(values)
+                answer = constant_answer(data.task, outputs)
+                if answer is not None:
+                    self.say(constant_warning(data.task.name, trial + 1, f"dev{suffix}", answer))
                 if extra:
                     self._write_eval_extra(data.task, trial, suffix, extra)
             if reporter is not None:
