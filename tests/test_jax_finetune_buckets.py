@@ -92,6 +92,8 @@ def test_bucket_lengths_and_the_platform_defaults():
         True, True, ACCELERATOR_BLOCK_STEPS, True)
     assert (cpu.bf16, cpu.length_buckets, cpu.steps_per_dispatch, cpu.vmap_models) == (False, False, 1, False)
     assert not cpu.device_blocks and gpu.device_blocks and gpu.buckets(128) == [32, 64, 128]
+    assert gpu.compiles_ahead and not cpu.compiles_ahead  # the accelerator compiles its programs at once
+    assert not resolve(parse_args(common + ["--no-compile-ahead"]), "gpu").compiles_ahead
     chosen = resolve(parse_args(common + ["--no-bf16", "--no-length-buckets", "--steps-per-dispatch", "1",
                                           "--no-vmap-models"]), "gpu")
     assert (chosen.bf16, chosen.length_buckets, chosen.steps_per_dispatch, chosen.vmap_models) == (

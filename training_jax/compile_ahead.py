@@ -6,9 +6,11 @@ another, the device idle meanwhile. XLA's compile releases Python's GIL (a threa
 compile kept counting, at half its lone rate on this 2-core host), so here the programs are traced and lowered
 one after another in this thread (tracing holds the GIL, and a trainer's schedule is patched while it traces),
 then compiled in threads at once: on a host with a core per program the phase takes about its slowest
-program's compile, not their sum. Off by default (--compile-ahead): on this 2-core CPU each compile took about
-twice as long beside another, so the phase was no shorter (docs/benchmarks.md); a GPU host's spare cores are
-not yet measured.
+program's compile, not their sum. On by default on an accelerator (training_jax.finetune_settings): the first
+H200 window's fine-tuning compiled one program after another for most of each task's time (STS-B: ~90 of
+101 s) on a 16-core host; at once there is not yet measured. Off on the CPU (--compile-ahead turns it on): on
+a 2-core CPU each compile took about twice as long beside another, so the phase was no shorter
+(docs/benchmarks.md).
 
 jit's own cache does not know a program compiled ahead, so an AheadProgram keeps the compiled executables by
 their arguments' shapes and calls the one that matches; any other arguments take the jitted path (and what jit

@@ -3,9 +3,11 @@
 As for pretraining (training_jax.speed_settings), an accelerator's window is short, so there every option that
 computes the same update (within rounding) is on by default: bfloat16 compute, length buckets (the same update
 for the same examples; the batches are other random sets), K updates per dispatch (K single updates) and the
-models of a task vmapped (the separate runs' numbers within float32 rounding). On the CPU the defaults are
-today's: float32, every batch max_seq_length long in the original's order, one update per dispatch, one model
-after another. A flag the user gives always wins.
+models of a task vmapped (the separate runs' numbers within float32 rounding), and the training programs compiled
+ahead, at once (the same programs: on the first H200 window compiles took most of each task's time, one after
+another, on a host with 16 cores; not yet measured at once there). On the CPU the defaults are today's: float32,
+every batch max_seq_length long in the original's order, one update per dispatch, one model after another,
+programs compiled on first use. A flag the user gives always wins.
 """
 import argparse
 import dataclasses
@@ -93,9 +95,10 @@ def add_flags(parser, several_models=False):
     group.add_argument("--compile-ahead", action=argparse.BooleanOptionalAction, default=None,
                        help="when training in blocks (buckets or K > 1): compile the training programs (one per "
                             "head kind and bucket length) before the first update, several at once in threads "
-                            "(training_jax.compile_ahead; the same programs). Default off: on a 2-core CPU each "
-                            "compile took twice as long beside another (docs/benchmarks.md); on a GPU host with its "
-                            "spare cores not yet measured")
+                            "(training_jax.compile_ahead; the same programs). Default on an accelerator (the first "
+                            "H200 window spent most of each task's time compiling one program after another: STS-B "
+                            "90 of 101 s), off on the CPU (on 2 cores each compile took twice as long beside another: "
+                            "docs/benchmarks.md)")
     if not several_models:
         group.add_argument("--devices", type=int, default=None, metavar="N",
                            help="fine-tune on the first N local devices, data parallel (the global train_batch_size "
@@ -122,4 +125,4 @@ def resolve(args, platform) -> FinetuneSettings:
                             length_buckets=chosen(args.length_buckets, accelerator),
                             bucket_lengths=args.bucket_lengths, steps_per_dispatch=steps,
                             vmap_models=chosen(getattr(args, "vmap_models", None), accelerator),
-                            compile_ahead=chosen(getattr(args, "compile_ahead", None), False))
+                            compile_ahead=chosen(getattr(args, "compile_ahead", None), accelerator))
