@@ -238,7 +238,12 @@ class TrialRunner:
                        "num_train_steps": self.num_steps, "config": self.config.to_dict(),
                        "trials_done": len(trials), "trials_requested": self.config.num_trials,
                        "complete": complete, "majority_baseline": data.baseline, "trials": trials,
-                       "summary": summary}, path)
+                       "summary": summary, **self.results_extra()}, path)
+
+    def results_extra(self):
+        """What a subclass adds to every results file, written with the rest in one write (a run killed between
+        two writes would leave a file its resumption cannot read: training_jax.finetune.RecordingTrialRunner)."""
+        return {}
 
 
 def same_but_trials(saved, current):

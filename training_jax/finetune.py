@@ -41,7 +41,6 @@ import jax  # noqa: E402
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
-from configs.loading import save_json  # noqa: E402
 from finetune.batches import grow_rows  # noqa: E402
 from finetune.loop import BaseTrainer, MixedTasks, model_inputs  # noqa: E402
 from finetune.trials import TrialRunner  # noqa: E402
@@ -356,11 +355,8 @@ class RecordingTrialRunner(TrialRunner):
             record.update(devices=self.placement.count, device=self.placement.describe())
         return record
 
-    def write_results(self, all_trials, complete):
-        super().write_results(all_trials, complete)
-        for data in self.task_data:
-            path = self.results_path(data.task)
-            save_json({**json.loads(path.read_text()), "jax_settings": self.jax_settings()}, path)
+    def results_extra(self):
+        return {"jax_settings": self.jax_settings()}
 
     def finished_trials(self):
         found = super().finished_trials()
