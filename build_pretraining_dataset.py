@@ -201,10 +201,11 @@ def build_into(output_dir, args, data_dir, files, embedded_corpus) -> dict:
                              max_seq_length=args.max_seq_length,
                              num_processes=args.num_processes, num_shards=num_shards, seed=args.seed,
                              strict=args.strict, compression=args.compression)
-    copy = copy_vocabulary(pathlib.Path(tokenizer.vocab_file), tokenizer.kind, output_dir)
+    source = pathlib.Path(tokenizer.vocab_file)
+    copy = copy_vocabulary(source, tokenizer.kind, output_dir)
     vocab_metadata = {
         "kind": tokenizer.kind,
-        "file": str(pathlib.Path(tokenizer.vocab_file).resolve()),
+        "file": str(source.resolve()),
         "copy": copy.name,
         "sha256": tokenizer.fingerprint,
         "size": tokenizer.vocab_size,

@@ -55,7 +55,7 @@ PRETRAIN_HPARAMS = {"train_batch_size": 128, "do_eval": True, "num_eval_steps": 
 # The fine-tuned models are not kept (54 MB each at electra_small, too large to come back, slow to write): the
 # results files and logs are what a window returns.
 FINETUNE_HPARAMS = {"save_finetuned_models": False}
-WINDOW_START_VAR = "$WINDOW_START"  # the call's start, in seconds since the epoch (`date +%s`, any POSIX shell)
+WINDOW_START = "WINDOW_START"  # the shell variable of the call's start, seconds since the epoch (`date +%s`)
 
 
 def product_line(data=WINDOW_DATA, model=WINDOW_MODEL, tasks=WINDOW_TASKS, bench_args=None, pretrain_hparams=None,
@@ -72,7 +72,7 @@ def product_line(data=WINDOW_DATA, model=WINDOW_MODEL, tasks=WINDOW_TASKS, bench
         f"--hparams {hparams}",
         f"python3 -m checkpoints.export --model-dir {folder} --format hf --dtype float16 --output {data}/hf16 "
         f"--overwrite && tar -C {data} -cf - hf16 | split -b {PART_BYTES} -d - $OUT/hf16.tar.part",
-        f"left=$(({WINDOW_START_VAR} + {finetune_until} - $(date +%s))); [ $left -gt 0 ] && "
+        f"left=$((${WINDOW_START} + {finetune_until} - $(date +%s))); [ $left -gt 0 ] && "
         f"timeout $left python3 run_finetuning.py --data-dir {data} --model-name {model} "
         f"--finetuning-data-dir {data}/glue --task {tasks}{' --each-task' if ',' in tasks else ''} "
         f"--hparams {shlex.quote(json.dumps({**FINETUNE_HPARAMS, **(finetune_hparams or {})}))}",
@@ -80,7 +80,7 @@ def product_line(data=WINDOW_DATA, model=WINDOW_MODEL, tasks=WINDOW_TASKS, bench
     ]
     if benchmark:
         steps.insert(0, bench_command(bench_args))
-    start = f"{WINDOW_START_VAR[1:]}=$(date +%s);"  # before the wheels' install: the call's own start
+    start = f"{WINDOW_START}=$(date +%s);"  # before the wheels' install: the call's own start
     return f"{start} {DEVICE_PRELUDE} export PYTHONUNBUFFERED=1; " + "; ".join(steps)
 
 
