@@ -185,13 +185,6 @@ def unavailable(settings):
 
 
 # ---------------------------------------------------------------------------------------- one JAX variant
-def lowered_structure(lowered_text):
-    """Counts in a lowered (StableHLO) program: matmuls, sorts / top_k, reductions."""
-    return {"dot_general": len(re.findall(r"stablehlo\.dot_general", lowered_text)),
-            "sort_or_top_k": len(re.findall(r"stablehlo\.sort|top_k|TopK", lowered_text)),
-            "reduce": len(re.findall(r"stablehlo\.reduce[ (]", lowered_text))}
-
-
 class PreparedStep:
     """A variant's model built the way the product builds it, its state, examples and index batches on the
     device, and its block function (training_jax.pretrain.make_functions), not yet traced."""
@@ -270,6 +263,8 @@ def profile_block(step, compiled, folder, name):
 def measure_variant(args, name, settings, examples_np, device):
     """{variant, settings, steps_per_dispatch, build_s, compile_s (lower_s, xla_s, first_block_s), steps,
     window_s, steps_per_s, loss, structure} of one way of stepping, built as the product builds it."""
+    from training_jax.compiles import lowered_structure
+
     start = time.perf_counter()
     step = PreparedStep(args, settings, examples_np, device)
     build_s = time.perf_counter() - start

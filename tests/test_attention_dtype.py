@@ -116,7 +116,7 @@ GUARD_SCRIPT = textwrap.dedent('''
     import json, re, sys
     sys.modules["tensorflow"] = None
     import jax, numpy as np
-    from bench.gpu_speed import lowered_structure
+    from training_jax.compiles import lowered_structure
     from tests.helpers import synthetic_batch
     from configs.pretraining_config import PretrainingConfig
     from pretrain import sampling

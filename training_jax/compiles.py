@@ -7,6 +7,7 @@ its program in jit's in-memory cache records neither. Eager operations are small
 count as well, so a count of zero over some work means that work compiled nothing at all.
 """
 import os
+import re
 import threading
 
 import jax
@@ -95,3 +96,11 @@ def use_compile_cache(folder):
         jax.config.update("jax_compilation_cache_dir", str(folder))
     if "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS" not in os.environ:
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
+
+
+def lowered_structure(lowered_text):
+    """Counts in a lowered (StableHLO) program's text: matmuls, sorts / top_k, reductions; what a setting
+    changes in the program, checked without running it."""
+    return {"dot_general": len(re.findall(r"stablehlo\.dot_general", lowered_text)),
+            "sort_or_top_k": len(re.findall(r"stablehlo\.sort|top_k|TopK", lowered_text)),
+            "reduce": len(re.findall(r"stablehlo\.reduce[ (]", lowered_text))}
