@@ -222,11 +222,27 @@ def main(argv=None):
     stems = "+".join(t.file_stem for t in every)  # no colon in folder names (mrqa:<name> → mrqa-<name>)
     with folder_lock.acquire(pretrained.folder, f"fine-tuning {names} from this model", name=f"finetuning-{stems}",
                              fix="wait for it to finish or stop it"):
+        if not on_jax():  # after every input is checked: a bad file's error stays the one line on stderr
+            note_bf16_matmuls([config for _, config in groups])
         all_trials = {}
         for tasks, config, task_data in prepared:
             group_names, group_stems = "+".join(t.name for t in tasks), "+".join(t.file_stem for t in tasks)
             all_trials.update(run_trials(pretrained, config, tasks, task_data, args, group_names, group_stems, logs))
         return all_trials
+
+
+def note_bf16_matmuls(configs):
+    """One line on stderr where this CPU has native bfloat16 and the dense products stay float32 (the default):
+    training.cpu_features.bf16_matmuls_note. TensorFlow on a CPU only (a GPU it sees gets no note)."""
+    import tensorflow as tf
+
+    from training.cpu_features import bf16_matmuls_note, read_cpu_features
+
+    if any(config.matmul_dtype != "float32" for config in configs):
+        return
+    note = bf16_matmuls_note("float32", not tf.config.list_physical_devices("GPU"), read_cpu_features())
+    if note:
+        print(note, file=sys.stderr, flush=True)
 
 
 def run_trials(pretrained, config, tasks, task_data, args, names, stems, logs):

@@ -4,7 +4,8 @@ import os
 import pytest
 
 from tests.helpers import ZEN3
-from training.cpu_features import CpuFeatures, bf16_cpu_warning, parse_cpuinfo, read_cpu_features
+from training.cpu_features import (CpuFeatures, bf16_cpu_warning, bf16_matmuls_note, parse_cpuinfo,
+                                   read_cpu_features)
 
 ZEN4 = """processor\t: 0
 vendor_id\t: AuthenticAMD
@@ -76,6 +77,34 @@ def test_run_pretraining_prints_one_line(monkeypatch, capsys):
         run_pretraining.warn_emulated_bf16(precision, kind)
     monkeypatch.setattr(cpu_features, "read_cpu_features", lambda: parse_cpuinfo(ZEN4))
     run_pretraining.warn_emulated_bf16("mixed_bfloat16", "CPU")
+    assert capsys.readouterr().err == ""
+
+
+def test_the_bf16_matmuls_note_only_where_the_cpu_has_native_bfloat16_and_the_option_is_off():
+    zen3, zen4 = parse_cpuinfo(ZEN3), parse_cpuinfo(ZEN4)
+    note = bf16_matmuls_note("float32", True, zen4)
+    assert note.count("\n") == 0 and note.startswith("note: this CPU has native bfloat16 (AMD EPYC 9B14")
+    assert "--matmul-dtype bfloat16" in note and "the default stays the original's float32" in note
+    assert bf16_matmuls_note("bfloat16", True, zen4) is None  # already on
+    assert bf16_matmuls_note("float32", False, zen4) is None  # a GPU
+    assert bf16_matmuls_note("float32", True, zen3) is None  # emulated bfloat16: slower, nothing to suggest
+    assert bf16_matmuls_note("float32", True, CpuFeatures()) is None  # features unknown
+
+
+def test_run_finetuning_says_it_once_unless_a_config_has_the_option(monkeypatch, capsys):
+    import types
+
+    import run_finetuning
+    from training import cpu_features
+
+    monkeypatch.setattr(cpu_features, "read_cpu_features", lambda: parse_cpuinfo(ZEN4))
+    plain, option = types.SimpleNamespace(matmul_dtype="float32"), types.SimpleNamespace(matmul_dtype="bfloat16")
+    run_finetuning.note_bf16_matmuls([plain, plain])
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("note: this CPU has native bfloat16")
+    run_finetuning.note_bf16_matmuls([plain, option])
+    monkeypatch.setattr(cpu_features, "read_cpu_features", lambda: parse_cpuinfo(ZEN3))
+    run_finetuning.note_bf16_matmuls([plain])
     assert capsys.readouterr().err == ""
 
 
