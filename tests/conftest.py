@@ -93,7 +93,7 @@ FILE_SECONDS = {
 # serially (docs/testing.md). Every program is cached (threshold 0), as the product's own cache does. Reads
 # from the cache still count as compiles in training_jax.compiles, so the tests that count compiles count the same.
 # A test of the product's own cache folder runs without it (tests.helpers.without_shared_compile_cache). A
-# JAX_COMPILATION_CACHE_DIR of your own is kept (and kept between runs: later runs then compile almost nothing).
+# JAX_COMPILATION_CACHE_DIR of your own is used instead and kept (a later run reads its programs from it).
 def pytest_configure(config):
     if hasattr(config.option, "loadscopereorder"):  # pytest-xdist's reordering by test count: keep the order below
         config.option.loadscopereorder = False
