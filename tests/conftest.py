@@ -92,6 +92,7 @@ FILE_SECONDS = {
 # process they start inherit it), lets each program compile once: 180 -> 149 s for the four device-line files
 # serially (docs/testing.md). Every program is cached (threshold 0), as the product's own cache does. Reads
 # from the cache still count as compiles in training_jax.compiles, so the tests that count compiles count the same.
+# (JAX writes an entry without a lock; a process that reads one half-written warns and compiles the program itself.)
 # A test of the product's own cache folder runs without it (tests.helpers.without_shared_compile_cache). A
 # JAX_COMPILATION_CACHE_DIR of your own is used instead and kept (a later run reads its programs from it).
 def pytest_configure(config):
