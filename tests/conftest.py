@@ -5,8 +5,6 @@ does), missing data is a failure, never a skip.
 """
 import os
 import pathlib
-import shutil
-import tempfile
 
 import pytest
 
@@ -85,30 +83,9 @@ FILE_SECONDS = {
 }
 
 
-# ------------------------------------------------------------------ one JAX compilation cache for the whole run
-# The JAX processes the tests start (commands under KERAS_BACKEND=jax, device lines, scripts) compile many of the
-# same micro-model programs (weight initializers, steps of the same shapes) in different files. One persistent
-# cache for the run, set in the controller's environment before the workers start (so both workers and every
-# process they start inherit it), lets each program compile once: 180 -> 149 s for the four device-line files
-# serially (docs/testing.md). Every program is cached (threshold 0), as the product's own cache does. Reads
-# from the cache still count as compiles in training_jax.compiles, so the tests that count compiles count the same.
-# (JAX writes an entry without a lock; a process that reads one half-written warns and compiles the program itself.)
-# A test of the product's own cache folder runs without it (tests.helpers.without_shared_compile_cache). A
-# JAX_COMPILATION_CACHE_DIR of your own is used instead and kept (a later run reads its programs from it).
 def pytest_configure(config):
     if hasattr(config.option, "loadscopereorder"):  # pytest-xdist's reordering by test count: keep the order below
         config.option.loadscopereorder = False
-    if hasattr(config, "workerinput") or os.environ.get("JAX_COMPILATION_CACHE_DIR"):
-        return  # a worker inherits the controller's cache; a cache of the user's own stays theirs
-    config.electra_jax_cache = tempfile.mkdtemp(prefix="electra-tests-jax-cache-")
-    os.environ["JAX_COMPILATION_CACHE_DIR"] = config.electra_jax_cache
-    os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
-
-
-def pytest_unconfigure(config):
-    folder = getattr(config, "electra_jax_cache", None)
-    if folder:
-        shutil.rmtree(folder, ignore_errors=True)
 
 
 def pytest_collection_modifyitems(config, items):

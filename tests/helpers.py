@@ -109,21 +109,12 @@ def quick_xla_flags():
 JAX_QUICK_XLA_FLAGS = quick_xla_flags()
 
 
-def without_shared_compile_cache(env):
-    """`env` without the run's shared JAX compilation cache (tests/conftest.py): for a process whose test checks
-    the compilation cache the product keeps in its own folder (training_jax.compiles.use_compile_cache)."""
-    return {key: value for key, value in env.items()
-            if key not in ("JAX_COMPILATION_CACHE_DIR", "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS")}
-
-
-def run_script_under_jax(script, repo_root, timeout=300, xla_flags=JAX_QUICK_XLA_FLAGS, own_compile_cache=False):
+def run_script_under_jax(script, repo_root, timeout=300, xla_flags=JAX_QUICK_XLA_FLAGS):
     """Runs `script` in a fresh Python of this virtualenv with KERAS_BACKEND=jax (the backend is fixed at import)
     and XLA's quickest compiles (`xla_flags`), and returns the JSON it printed after "RESULTS"; fails with the
-    script's stderr if it did not get there. `own_compile_cache`: without the run's shared compilation cache."""
+    script's stderr if it did not get there."""
     env = dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu", PYTHONPATH=str(repo_root),
                XLA_FLAGS=xla_flags)
-    if own_compile_cache:
-        env = without_shared_compile_cache(env)
     completed = subprocess.run([sys.executable, "-c", script], cwd=repo_root, env=env, capture_output=True,
                                text=True, timeout=timeout)
     lines = [line for line in completed.stdout.splitlines() if line.startswith("RESULTS")]
@@ -344,13 +335,11 @@ def run_module_here(command, *unused, check=False, **options):
     return completed
 
 
-def start_script_under_jax(script, repo_root, own_compile_cache=False):
+def start_script_under_jax(script, repo_root):
     """run_script_under_jax's process, started and not waited for (it runs beside the caller's own work): read
     its RESULTS with script_results."""
     env = dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu", PYTHONPATH=str(repo_root),
                XLA_FLAGS=JAX_QUICK_XLA_FLAGS)
-    if own_compile_cache:
-        env = without_shared_compile_cache(env)
     return subprocess.Popen([sys.executable, "-c", script], cwd=repo_root, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
 

@@ -306,7 +306,7 @@ def jax_side(setup):
     scripts = [PARITY_SCRIPT.replace("ROOT", repr(str(setup["root"]))).replace("HPARAMS", repr(HPARAMS)),
                CLI_SCRIPT.replace("ROOT", repr(str(setup["root"]))).replace("HPARAMS", repr(hparams))]
     both = "".join(f"exec({script!r}, {{'__name__': '__main__'}})\n" for script in scripts)
-    process = start_script_under_jax(both, REPO_ROOT, own_compile_cache=True)  # its CLI's .jax_cache
+    process = start_script_under_jax(both, REPO_ROOT)
     stdout, stderr = process.communicate(timeout=600)
     lines = [line for line in stdout.splitlines() if line.startswith("RESULTS")]
     assert process.returncode == 0 and len(lines) == 2, stderr[-3000:]

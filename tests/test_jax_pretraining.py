@@ -109,8 +109,7 @@ def pieces_run(tmp_path_factory):
     script = PIECES_SCRIPT.replace("sys.argv[1], sys.argv[2]", f"{str(export)!r}, {str(root)!r}")
     # XLA's default CPU emitters: the bit-for-bit equality of a block of 4 updates and 4 single steps is theirs
     # (tests.helpers.quick_xla_flags)
-    return export, study, root, run_script_under_jax(script, REPO_ROOT, xla_flags=JAX_TEST_XLA_FLAGS,
-                                                      own_compile_cache=True)
+    return export, study, root, run_script_under_jax(script, REPO_ROOT, xla_flags=JAX_TEST_XLA_FLAGS)
 
 
 def test_the_gpu_speed_options_reach_the_model_and_the_random_bits(pieces_run):
