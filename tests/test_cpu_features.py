@@ -97,12 +97,19 @@ def test_run_finetuning_says_it_once_unless_a_config_has_the_option(monkeypatch,
     import run_finetuning
     from training import cpu_features
 
+    import tensorflow as tf
+
+    gpus = []  # what TensorFlow sees, whatever this machine has
+    monkeypatch.setattr(tf.config, "list_physical_devices", lambda kind=None: gpus if kind == "GPU" else [])
     monkeypatch.setattr(cpu_features, "read_cpu_features", lambda: parse_cpuinfo(ZEN4))
     plain, option = types.SimpleNamespace(matmul_dtype="float32"), types.SimpleNamespace(matmul_dtype="bfloat16")
     run_finetuning.note_bf16_matmuls([plain, plain])
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("note: this CPU has native bfloat16")
     run_finetuning.note_bf16_matmuls([plain, option])
+    gpus.append("GPU:0")  # TensorFlow trains on the GPU: no note
+    run_finetuning.note_bf16_matmuls([plain])
+    gpus.clear()
     monkeypatch.setattr(cpu_features, "read_cpu_features", lambda: parse_cpuinfo(ZEN3))
     run_finetuning.note_bf16_matmuls([plain])
     assert capsys.readouterr().err == ""
