@@ -57,6 +57,8 @@ import traceback
 
 os.environ.setdefault("KERAS_BACKEND", "jax")
 
+from training_jax.speed_settings import platform_of  # noqa: E402  (after the backend is set)
+
 JSONL = "gpu_speed.jsonl"
 DEFAULT_OUT = "runs/gpu_speed"
 HF_STARTUP_GUESS_S = 20.0  # torch + transformers imports, the models, CUDA's start, 3 warm-up steps
@@ -64,9 +66,11 @@ HF_WARMUP_STEPS = 3
 COMPILE_GUESS_S_PER_LAYER = 3.0  # the H200 compiled electra_small's 24 layers (both towers) in 76 s
 BUILD_GUESS_S = 15.0  # building the model and tracing, before XLA compiles
 FINETUNE_GUESS_S = 300.0  # bench/finetune_jax_speed.py's default: two run_finetuning.py processes, each compiling
-# The options the product has still to decide, measured first; scan_layers before fused_attention since the first
-# H200 window's `defaults` compiled for 70 s (the goal is 30) and a scanned encoder holds each layer once.
-DECIDING = ("scan_layers", "fused_attention")
+# Each option toggled alone after the defaults, the latest decided first: the second H200 window (2026-11-30) made
+# fused_attention a GPU default (73.3 steps/s against 68.3) and left scan_layers off (42.1: it compiled in 38 s
+# against 64 but ran slower), so scan_layers comes last, for its compile time.
+TOGGLED_FIRST = ("fused_attention", "flat_update")
+TOGGLED_LAST = ("scan_layers",)
 
 
 # ---------------------------------------------------------------------------------------- the time bound
@@ -130,12 +134,12 @@ def toggled(name, on):
 
 
 def variant_overrides(defaults, platform):
-    """{name: the settings given on top of the defaults}: the defaults, then each option the product has still to
-    decide toggled alone, then each ablation alone."""
+    """{name: the settings given on top of the defaults}: the defaults, then each option toggled alone (the order
+    of TOGGLED_FIRST, then the other ablations, then TOGGLED_LAST)."""
     from training_jax.pretrain import default_block_steps
 
     chosen = {"defaults": {}}
-    for option in DECIDING + ("flat_update",):
+    for option in TOGGLED_FIRST:
         chosen[toggled(option, not getattr(defaults, option))] = {option: not getattr(defaults, option)}
     rbg_on = defaults.prng != "rbg"
     chosen[toggled("rbg", rbg_on)] = {"prng": "rbg" if rbg_on else "threefry2x32"}
@@ -146,6 +150,8 @@ def variant_overrides(defaults, platform):
                                             else 1}
     other = "float32" if defaults.precision == "mixed_bfloat16" else "mixed_bfloat16"
     chosen[f"defaults in {other}"] = {"precision": other}
+    for option in TOGGLED_LAST:
+        chosen[toggled(option, not getattr(defaults, option))] = {option: not getattr(defaults, option)}
     return chosen
 
 
@@ -511,7 +517,7 @@ def main(argv=None):
     if keras.backend.backend() != "jax":
         sys.exit(f"run with KERAS_BACKEND=jax (got {keras.backend.backend()})")
     device = jax.devices()[0]
-    defaults = resolve_settings(args, device.platform)
+    defaults = resolve_settings(args, platform_of(device))
     config = make_config(args, defaults.precision)
     context = run_context(args, device, config)
     log = RowLog(args.out or default_out())
@@ -553,7 +559,7 @@ def run_hf(args, device, budget, rows, log, context):
 def run_variant(args, name, overrides, examples, device, budget, estimate, rows, log, context, hf_rate):
     """Measures one JAX variant if it is available and fits; returns the estimate for the next one (this one's
     whole time once measured)."""
-    settings = resolve_settings(args, device.platform, overrides)
+    settings = resolve_settings(args, platform_of(device), overrides)
     reason = unavailable(settings) or skip_reason(budget, estimate)
     if reason:
         skipped(name, reason, rows, log, context)

@@ -8,9 +8,9 @@ its --max-seconds; then `run_pretraining.py --max-minutes` on the carried datase
 build_pretraining_dataset.py --compression gzip: 47 MB for the four shared Wikipedia shards), the model exported to
 $OUT as Hugging Face float16 weights (`checkpoints.export --format hf --dtype float16`) cut into parts for the copy
 limit by tar and split, then `run_finetuning.py --each-task` on the carried GLUE files inside a `timeout` of what is
-left of the call, and the model folder's small files (metrics, results, TensorBoard, configs) in one tar. A failed
-step does not stop the next (`;`, not `&&`). The random control needs no pretraining: it can be fine-tuned
-anywhere. What comes back fits the device tool's limits (8 files, 16 MiB each). tests/test_gpu_window_product.py
+left of the call, and the model folder's small files (metrics, results, TensorBoard, configs) in one tar; the
+whole output is kept in $OUT/window.log. A failed step does not stop the next (`;`, not `&&`). The random control
+needs no pretraining: it can be fine-tuned anywhere. What comes back fits the device tool's limits (8 files, 16 MiB each). tests/test_gpu_window_product.py
 runs this line under the GPU image's Python stand-in. (The studies' own window, with their MLM baseline, is
 studies/device_path/window.py.)
 """
@@ -56,6 +56,9 @@ PRETRAIN_HPARAMS = {"train_batch_size": 128, "do_eval": True, "num_eval_steps": 
 # results files and logs are what a window returns.
 FINETUNE_HPARAMS = {"save_finetuned_models": False}
 WINDOW_START = "WINDOW_START"  # the shell variable of the call's start, seconds since the epoch (`date +%s`)
+# Everything the steps print, kept whole: the device tool returns only the output's last 12,000 characters, and the
+# first window's second call needed its log (compile times, sizing, evaluations) from a hand-added tee.
+WINDOW_LOG = "$OUT/window.log"
 
 
 def product_line(data=WINDOW_DATA, model=WINDOW_MODEL, tasks=WINDOW_TASKS, bench_args=None, pretrain_hparams=None,
@@ -81,7 +84,8 @@ def product_line(data=WINDOW_DATA, model=WINDOW_MODEL, tasks=WINDOW_TASKS, bench
     if benchmark:
         steps.insert(0, bench_command(bench_args))
     start = f"{WINDOW_START}=$(date +%s);"  # before the wheels' install: the call's own start
-    return f"{start} {DEVICE_PRELUDE} export PYTHONUNBUFFERED=1; " + "; ".join(steps)
+    logged = "{ " + "; ".join(steps) + f"; }} 2>&1 | tee {WINDOW_LOG}"
+    return f"{start} {DEVICE_PRELUDE} export PYTHONUNBUFFERED=1; {logged}"
 
 
 def main(argv=None):

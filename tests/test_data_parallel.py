@@ -1,7 +1,8 @@
 """run_pretraining.py under JAX on every local device and over several processes: 8 virtual CPU devices train what 1
-device trains at the same global batch (training_jax.data_parallel), the compiled step all-reduces across them, and
-two processes of 4 devices each (jax.distributed on localhost, as two hosts would) train what one process of 8
-trains. Each run is the product's command on one dataset folder, into <data-dir>/models/<name>."""
+device trains at the same global batch (training_jax.data_parallel), the compiled step all-reduces across them, the
+fused attention's kernels run on each device's rows and compute what one device computes, and two processes of 4
+devices each (jax.distributed on localhost, as two hosts would) train what one process of 8 trains. Each run is the
+product's command on one dataset folder, into <data-dir>/models/<name>."""
 import json
 import os
 import pathlib
@@ -36,17 +37,17 @@ SCRIPT = textwrap.dedent('''
     data_dir, hparams = sys.argv[1], sys.argv[2]
     results = {"local_devices": len(jax.local_devices())}
 
-    def flags(name, devices):
+    def flags(name, devices, *extra):
         return ["--data-dir", data_dir, "--model-name", name, "--hparams", hparams, "--devices", str(devices),
-                "--steps-per-dispatch", "2"]
+                "--steps-per-dispatch", "2", *extra]
 
     for devices in (1, 8):
         with contextlib.redirect_stdout(io.StringIO()) as printed:
             results[f"outcome{devices}"] = from_dataset.main(flags(f"d{devices}", devices))
         results[f"log{devices}"] = printed.getvalue()
 
-    def opened(name, devices):  # the run the command would train, not trained
-        args = from_dataset.parse_args(flags(name, devices))
+    def opened(name, devices, *extra):  # the run the command would train, not trained
+        args = from_dataset.parse_args(flags(name, devices, *extra))
         resolved = resolve_run(args.model_name, args.hparams, args.data_dir)
         return from_dataset.open_run(args, resolved, pathlib.Path(resolved.config.model_dir) / "jax_work")
 
@@ -56,6 +57,31 @@ SCRIPT = textwrap.dedent('''
     compiled = run.train_fn.lower(run.state, run.stats_sum, run.train_examples, indices, run.schedule_steps).compile()
     results["all_reduces"] = compiled.as_text().count("all-reduce(")
     results["record_devices"] = run.run_record()["devices"]
+
+    # The fused attention over the mesh: each device's rows through the kernels (shard_map), what one device computes
+    fused = opened("fused", 8, "--fused-attention")
+    attentions = [layer.attention_self for encoder in fused.model.encoders() for layer in encoder.transformer_layers]
+    results["fused_meshes"] = [getattr(a.fused_attention_fn, "keywords", {}).get("mesh") is fused.placement.mesh
+                               for a in attentions]
+    import jax.numpy as jnp
+    from jax.sharding import NamedSharding, PartitionSpec
+    from training_jax.flash_attention import flash_attention
+    rng = np.random.default_rng(0)
+    q, k, v = (jnp.asarray(rng.normal(size=(8, 24, 2, 8)), jnp.float32) for _ in range(3))
+    mask = jnp.asarray((np.arange(24)[None] < rng.integers(5, 24, size=(8, 1))).astype("int32"))
+
+    def attention_grads(mesh, *qkv):
+        loss = lambda *x: jnp.sum(flash_attention(*x, mask, 0.3, 0.1, jnp.asarray([3, 7], jnp.uint32), True,
+                                                  mesh=mesh) ** 2)
+        step = jax.jit(jax.value_and_grad(loss, argnums=(0, 1, 2)))
+        return step(*qkv), step.lower(*qkv).as_text()
+
+    split = [jax.device_put(x, NamedSharding(fused.placement.mesh, PartitionSpec("data"))) for x in (q, k, v)]
+    ((loss1, grads1), _), ((loss8, grads8), text) = (attention_grads(None, q, k, v),
+                                                     attention_grads(fused.placement.mesh, *split))
+    results["fused_manual"] = "manual_computation" in text or "SPMDFullToShardShape" in text
+    results["fused_loss"] = [float(loss1), float(loss8)]
+    results["fused_grad_diff"] = max(float(jnp.max(jnp.abs(a - b))) for a, b in zip(grads1, grads8))
     try:
         opened("odd", 3)
         results["odd"] = None
@@ -130,6 +156,16 @@ def test_the_compiled_step_all_reduces_and_the_record_counts_devices(runs):
     _, results = runs
     assert results["all_reduces"] >= 1  # the gradients' and the loss sums' reduction across the mesh
     assert results["record_devices"] == 8
+
+
+def test_the_fused_attention_runs_on_each_devices_rows_and_computes_what_one_device_does(runs):
+    """XLA's partitioner cannot split a Pallas call: over a mesh the kernels run under shard_map on each device's
+    rows, with the dropout hashed for the whole batch, so the loss and gradients are one device's."""
+    _, results = runs
+    assert results["fused_meshes"] and all(results["fused_meshes"])
+    assert results["fused_manual"]
+    assert results["fused_loss"][1] == pytest.approx(results["fused_loss"][0], rel=1e-6)
+    assert results["fused_grad_diff"] < 1e-5
 
 
 def test_a_batch_that_does_not_split_over_the_devices_is_one_line(runs):

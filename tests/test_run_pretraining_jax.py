@@ -210,7 +210,8 @@ def test_the_dry_run_prints_the_gpu_settings_without_building_anything(tmp_path,
     common = ["--data-dir", str(data_dir), "--model-name", "micro", "--hparams", json.dumps(HPARAMS), "--dry-run"]
     gpu = from_dataset.main(common + ["--platform", "gpu"])
     assert (gpu.precision, gpu.prng, gpu.flat_update, gpu.bf16_attention) == ("mixed_bfloat16", "rbg", True, True)
-    assert (gpu.scan_layers, gpu.fused_attention, gpu.steps_per_dispatch) == (False, False, 0)  # not yet measured
+    assert (gpu.scan_layers, gpu.fused_attention, gpu.steps_per_dispatch) == (False, True, 0)  # as measured
+    assert from_dataset.main(common + ["--platform", "rocm"]).fused_attention is False  # Triton's kernels: NVIDIA's
     cpu = from_dataset.main(common + ["--platform", "cpu"])
     assert (cpu.precision, cpu.prng, cpu.flat_update, cpu.bf16_attention) == ("float32", "threefry2x32", False, False)
     assert from_dataset.main(common + ["--platform", "gpu", "--precision", "float32"]).bf16_attention is False

@@ -14,11 +14,12 @@ def parsed(*flags):
 
 
 def test_an_accelerator_gets_bfloat16_and_every_proven_option_a_cpu_the_original():
-    for platform in ("gpu", "cuda", "tpu"):
+    for platform in ("gpu", "cuda", "tpu", "rocm"):
         settings = speed_settings.resolve_from_args(parsed(), platform)
         assert settings.precision == "mixed_bfloat16" and settings.prng == "rbg"
         assert settings.flat_update and settings.bf16_attention
-        assert not settings.scan_layers and not settings.fused_attention  # equal, not yet measured faster
+        assert not settings.scan_layers  # equal, measured slower on an H200
+        assert settings.fused_attention == (platform in ("gpu", "cuda"))  # Triton's kernels: NVIDIA's alone
         assert settings.chosen == ()
     cpu = speed_settings.resolve_from_args(parsed(), "cpu")
     assert (cpu.precision, cpu.prng, cpu.flat_update, cpu.bf16_attention, cpu.steps_per_dispatch) == (

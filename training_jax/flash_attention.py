@@ -30,6 +30,7 @@ import keras
 from jax import lax
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as plgpu
+from jax.sharding import PartitionSpec
 
 DEFAULT_BLOCK = 64  # rows (and keys) per block: Triton takes powers of two; 64 fits electra_small/base's seq 128
 _MASKED_LOGIT = -1e9  # as model/attention.py: exp() of it minus any real score is exactly 0 in float32
@@ -311,14 +312,18 @@ def _padded(x, seq, dim):
 
 
 def flash_attention(query, key, value, input_mask_bool_or_mask, scale, dropout_rate=0.0, seed=None, training=False,
-                    interpret=None, block_size=DEFAULT_BLOCK):
+                    interpret=None, block_size=DEFAULT_BLOCK, mesh=None):
     """softmax(q·kᵀ·scale, padded keys masked) with dropout · v, layout [batch, seq, heads, dim] as
     model.attention.explicit_attention, without storing [batch, heads, seq, seq] for the backward pass.
 
     `seed`: the layer's keras SeedGenerator (advanced by one draw), a uint32[2] array or an int; needed only when
     training with dropout_rate > 0. `interpret`: None runs Pallas's interpreter on a CPU and the compiled (Triton)
     kernels elsewhere. `block_size`: rows and keys per block (a power of two; capped to the padded sequence).
-    The sequence is padded to a multiple of the block (padded keys masked) and the head dim to a power of two."""
+    The sequence is padded to a multiple of the block (padded keys masked) and the head dim to a power of two.
+    `mesh`: a jax.sharding.Mesh whose first axis splits the batch (training_jax.data_parallel's): the kernels run on
+    each device's rows under shard_map, since XLA's partitioner cannot split a Pallas call (it would give every
+    device the whole batch's attention). The row keys are hashed for the whole batch first, so the dropout drops
+    what it drops on one device."""
     batch, seq, heads, dim = query.shape
     rate = float(dropout_rate) if training else 0.0
     if not 0.0 <= rate < 1.0:
@@ -335,18 +340,28 @@ def flash_attention(query, key, value, input_mask_bool_or_mask, scale, dropout_r
     config = KernelConfig(float(scale), 1.0 - rate, block, block, bool(interpret))
     q, k, v = (_padded(x, padded_seq, padded_dim) for x in (query, key, value))
     v = v.astype(q.dtype)
-    out = _flash(config, q, k.astype(q.dtype), v, key_mask, keys)
+    attend = functools.partial(_flash, config)
+    if mesh is not None and mesh.size > 1:
+        rows = PartitionSpec(mesh.axis_names[0])
+        attend = jax.shard_map(attend, mesh=mesh, in_specs=(rows,) * 5, out_specs=rows, check_vma=False)
+    out = attend(q, k.astype(q.dtype), v, key_mask, keys)
     return out[:, :seq, :, :dim]
 
 
-def use_fused_attention_in(model, on=True):
+def fused_attention_fn(mesh=None):
+    """What SelfAttention.fused_attention_fn is set to: flash_attention, split over `mesh`'s batch axis if given."""
+    return flash_attention if mesh is None else functools.partial(flash_attention, mesh=mesh)
+
+
+def use_fused_attention_in(model, on=True, mesh=None):
     """Sets (or clears) flash_attention as the training path of every SelfAttention in any Keras model or layer
     (a fine-tuning model, an encoder): called instead of the explicit path when the layer trains with attention
-    dropout and is not causal. Set before the step is traced; returns how many layers it set."""
+    dropout and is not causal. Set before the step is traced; returns how many layers it set. `mesh`: as
+    flash_attention's, for a step data parallel over several devices."""
     from model.attention import SelfAttention
 
     layers = [layer for layer in model._flatten_layers(include_self=True, recursive=True)
               if isinstance(layer, SelfAttention)]
     for layer in layers:
-        layer.fused_attention_fn = flash_attention if on else None
+        layer.fused_attention_fn = fused_attention_fn(mesh) if on else None
     return len(layers)

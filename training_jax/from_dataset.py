@@ -51,7 +51,7 @@ def parse_args(argv=None):
     jax_options.add_argument("--dry-run", action="store_true",
                              help="print the step's settings (precision and speed options) as resolved for --platform "
                                   "and stop: nothing is read beyond the dataset's metadata, built or written")
-    jax_options.add_argument("--platform", default=None, choices=("cpu", "gpu", "tpu"),
+    jax_options.add_argument("--platform", default=None, choices=("cpu", "gpu", "rocm", "tpu"),
                              help="--dry-run: the platform to resolve for (default: this machine's)")
     return parser.parse_args(argv)
 
@@ -175,10 +175,10 @@ def dry_run(args):
 
     from configs.resolve import resolve_run
     from data import paths
-    from training_jax.speed_settings import resolve_from_args
+    from training_jax.speed_settings import platform_of, resolve_from_args
 
     config = resolve_run(args.model_name, args.hparams, args.data_dir or paths.default_data_dir()).config
-    settings = resolve_from_args(args, args.platform or jax.devices()[0].platform, config.mixed_precision)
+    settings = resolve_from_args(args, args.platform or platform_of(jax.devices()[0]), config.mixed_precision)
     print(f"pretraining {args.model_name}: {settings.describe()}", flush=True)
     return settings
 

@@ -33,7 +33,8 @@ once with one line naming the first (exit 2).
 
 The step's precision and speed options (training_jax.speed_settings) depend on the device: on a GPU or TPU
 mixed_bfloat16 and every option proven to give the same update or the same distributions (rbg bits, the flat
-AdamW update, bfloat16 attention, blocks of updates per dispatch); on a CPU the original's float32 and none.
+AdamW update, bfloat16 attention, blocks of updates per dispatch; on an NVIDIA GPU the fused attention, measured
+faster there); on a CPU the original's float32 and none.
 The flags override either; the log's first lines and the run record name what was resolved.
 
 The cadence of logging, evaluating, saving, pausing and stopping before the time limit is
@@ -195,9 +196,13 @@ class Run(PretrainingLoop):
         self.device = jax.devices()[0]
         self.devices = data_parallel.choose_devices(args.devices)
         config_path = plan.config_file
-        self.settings = step_settings(args, self.device.platform, config_path)
+        self.settings = step_settings(args, speed_settings.platform_of(self.device), config_path)
         self.config, self.model, self.optimizer = build(config_path, self.settings)
         self.placement = data_parallel.Placement(self.devices, self.config.train_batch_size)
+        if self.settings.fused_attention and self.placement.mesh is not None:  # the kernels split along the batch
+            from training_jax.step import use_fused_attention
+
+            use_fused_attention(self.model, True, mesh=self.placement.mesh)
         if args.init_from:  # before the state is taken from the model: the run starts from these weights
             self.init_from_weights(args.init_from)
         self.state_dir = args.state_dir or plan.work / f"state_{plan.model}"  # each process's own (the caller's)

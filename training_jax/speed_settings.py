@@ -11,14 +11,20 @@ Proof that each default-on option is the same computation, on the CPU:
   flat_update      AdamW on flat vectors, the same update within float32 rounding (tests/test_optimization.py)
   bf16_attention   scores, softmax and dropout in bfloat16, equal within bfloat16 rounding
                    (tests/test_attention_dtype.py); only meaningful under mixed_bfloat16
-Off until a GPU measures them faster: scan_layers (tests/test_scan_layers.py: equal, slower on the CPU) and
-fused_attention (training_jax/flash_attention.py: equal to the explicit path in interpret mode).
+  fused_attention  attention with dropout in Pallas Triton kernels (training_jax/flash_attention.py: equal to the
+                   explicit path in interpret mode, its own dropout bits from the same distribution), on NVIDIA GPUs
+                   alone (Triton's): 73.3 and 73.5 steps/s against 68.3 and 67.7 at electra_small, batch 128, on
+                   two H200 windows (docs/jax_gpu.md, "The second window"); over several devices it runs under
+                   shard_map on each device's rows (tests/test_data_parallel.py)
+Off, measured: scan_layers (tests/test_scan_layers.py: equal; on the H200 it compiled in 38 s against 64 but ran at
+42.1 steps/s against 68.3).
 """
 import dataclasses
 
 from common.errors import InputError
 
 ACCELERATORS = ("gpu", "tpu", "cuda", "rocm")  # jax's device.platform names of what is not a CPU
+FUSED_ATTENTION_PLATFORMS = ("gpu", "cuda")  # NVIDIA's (platform_of names an AMD GPU "rocm"): Triton's kernels
 PRECISIONS = ("auto", "float32", "mixed_bfloat16")
 
 
@@ -60,12 +66,20 @@ def on_off(flag):
     return "on" if flag else "off"
 
 
+def platform_of(device):
+    """The device's platform as the settings are resolved for it: jax's name ("gpu", "tpu", "cpu"), with "rocm" for
+    an AMD GPU, which jax also calls "gpu" but whose Triton the fused attention has not run on."""
+    version = str(getattr(getattr(device, "client", None), "platform_version", "")).lower()
+    return "rocm" if device.platform == "gpu" and "rocm" in version else device.platform
+
+
 def platform_defaults(platform, configured_precision="float32"):
     """{setting: value} before any flag: the fast path on an accelerator, the original's on a CPU (where the
     config's precision stands)."""
     if is_accelerator(platform):
         return {"precision": "mixed_bfloat16", "prng": "rbg", "flat_update": True, "bf16_attention": True,
-                "scan_layers": False, "fused_attention": False, "steps_per_dispatch": 0}
+                "scan_layers": False, "fused_attention": str(platform).lower() in FUSED_ATTENTION_PLATFORMS,
+                "steps_per_dispatch": 0}
     return {"precision": configured_precision, "prng": "threefry2x32", "flat_update": False, "bf16_attention": False,
             "scan_layers": False, "fused_attention": False, "steps_per_dispatch": 1}
 
@@ -101,16 +115,16 @@ def add_step_flags(parser):
                              "update in a few kernels instead of several per variable (default: on an accelerator)")
     parser.add_argument("--scan-layers", action=argparse.BooleanOptionalAction, default=None,
                         help="run each encoder's transformer layers as one scan over their stacked weights: the same "
-                             "update within float32 rounding (default: off everywhere until a GPU row of "
-                             "bench.gpu_speed shows it faster)")
+                             "update within float32 rounding; it compiles faster but ran slower on an H200 (default: "
+                             "off)")
     parser.add_argument("--bf16-attention", action=argparse.BooleanOptionalAction, default=None,
                         help="keep the attention's scores, softmax and dropout in bfloat16 under mixed_bfloat16 (no "
                              "float32 [batch, heads, seq, seq]; dropout keep probability rounded to 1/1024): equal "
                              "within bfloat16 rounding (default: on under mixed_bfloat16 on an accelerator)")
     parser.add_argument("--fused-attention", action=argparse.BooleanOptionalAction, default=None,
                         help="attention with dropout in one fused kernel that stores no [batch, heads, seq, seq] "
-                             "tensor for the backward pass (training_jax/flash_attention.py; default: off until a "
-                             "GPU row shows it faster)")
+                             "tensor for the backward pass (training_jax/flash_attention.py; default: on an NVIDIA "
+                             "GPU, where it measured 1.07x the step, off elsewhere)")
     parser.add_argument("--prng", default=None, choices=PRNG_IMPLS,
                         help="the random bits of dropout, masking and sampling: threefry2x32 (JAX's default) or "
                              "XLA's RngBitGenerator (rbg, unsafe_rbg: one kernel on an accelerator; the same "

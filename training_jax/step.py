@@ -50,17 +50,18 @@ def use_compute_dtype_softmax(model, on=True):
             layer.attention_self.compute_dtype_softmax = on
 
 
-def use_fused_attention(model, on=True):
+def use_fused_attention(model, on=True, mesh=None):
     """Every self-attention of the pretrainer's encoders trains with attention dropout through the Pallas flash
     attention (training_jax/flash_attention.py: no [batch, heads, seq, seq] kept for the backward pass) or through
     the explicit path (off); causal layers keep the explicit path either way. The same function with its own dropout
     bits (tests/test_flash_attention.py). Set before the step is traced. Any other Keras model:
-    training_jax.flash_attention.use_fused_attention_in."""
-    from training_jax.flash_attention import flash_attention
+    training_jax.flash_attention.use_fused_attention_in. `mesh`: the data-parallel mesh of a step over several
+    devices, whose batch axis the kernels are split along (flash_attention's)."""
+    from training_jax.flash_attention import fused_attention_fn
 
     for encoder in model.encoders():
         for layer in encoder.transformer_layers:
-            layer.attention_self.fused_attention_fn = flash_attention if on else None
+            layer.attention_self.fused_attention_fn = fused_attention_fn(mesh) if on else None
 
 
 class SizedSchedule(keras.optimizers.schedules.LearningRateSchedule):
