@@ -83,6 +83,53 @@ def test_the_loop_logs_saves_and_evaluates_at_exactly_its_event_steps(tmp_path):
     assert len(list((tmp_path / "logs" / "train").glob("events.out.tfevents.*"))) == 1
 
 
+class AsyncLoop(CountingLoop):
+    """An asynchronous backend on a fake clock: run_updates queues STEP_SECONDS of device work a step and returns
+    at once, as a jitted JAX block does; what reads results (the window's metrics, an evaluation, a save) waits
+    for the queue first, then takes its own seconds."""
+    STEP_SECONDS, EVAL_SECONDS, SAVE_SECONDS = 0.01, 0.5, 2.0
+
+    def __init__(self, folder, clock):
+        super().__init__(folder)
+        self.clock, self.queued = clock, 0.0
+
+    def run_updates(self, count):
+        self.queued += count * self.STEP_SECONDS
+        return super().run_updates(count)
+
+    def wait_for_updates(self):
+        self.clock.now, self.queued = self.clock.now + self.queued, 0.0
+
+    def window_metrics(self):
+        self.wait_for_updates()
+        return super().window_metrics()
+
+    def held_out_metrics(self, step):
+        self.wait_for_updates()
+        self.clock.now += self.EVAL_SECONDS
+        return super().held_out_metrics(step)
+
+    def save_checkpoint(self, step):
+        self.wait_for_updates()
+        self.clock.now += self.SAVE_SECONDS
+        super().save_checkpoint(step)
+
+
+def test_the_windows_rate_is_the_updates_own_on_an_asynchronous_backend(tmp_path, monkeypatch):
+    """Evaluations and saves are left out of a window's steps/s, and the updates still running when one starts
+    are not: every window is timed at the updates' own 100 steps/s, however many evaluations and saves fall in it."""
+    clock = type("Clock", (), {"now": 0.0, "monotonic": lambda self: self.now})()
+    monkeypatch.setattr(base, "time", clock)
+    loop = AsyncLoop(tmp_path, clock)
+    cadence = Cadence(total=40, log_every=10, save_every=20, eval_every=5)
+    assert loop.train(cadence) == base.DONE
+    train = [r for r in records(tmp_path) if r["split"] == "train"]
+    assert [r["step"] for r in train] == [10, 20, 30, 40]
+    assert [r["steps_per_second"] for r in train] == [pytest.approx(1 / AsyncLoop.STEP_SECONDS)] * 4
+    assert loop.saved == [20, 40] and clock.now == pytest.approx(
+        40 * AsyncLoop.STEP_SECONDS + 8 * AsyncLoop.EVAL_SECONDS + 2 * AsyncLoop.SAVE_SECONDS)
+
+
 def test_skipped_updates_do_not_count_and_a_pause_saves_the_state(tmp_path):
     loop = CountingLoop(tmp_path, skip_first=2)
     assert loop.train(Cadence(total=8, log_every=2, pause_at=5)) == base.PAUSED
