@@ -258,7 +258,10 @@ def test_buckets_blocks_and_vmapped_models_compute_todays_updates(tmp_path):
              for way in ("vmapped", "separate", "on_first_use", "ahead")}
     ahead = stats["ahead"]["compiled_ahead"]
     print(f"compiled ahead: {ahead}")
-    assert stats["on_first_use"]["compiled_ahead"] is None and ahead["programs"] >= 2 and ahead["threads"] >= 1
+    assert stats["on_first_use"]["compiled_ahead"] is None and ahead["threads"] >= 1
+    # every bucket a task can use, not only those its plan uses (these short tasks: 32 alone), so that a later task
+    # of the head kind compiles nothing: two tasks (programs of their own here) x buckets 32 and 64
+    assert ahead["programs"] == 2 * 2
     assert all("jit(block)" not in job["compiled"] for job in stats["ahead"]["jobs"])  # every one served ahead
     assert any("jit(block)" in job["compiled"] for job in stats["on_first_use"]["jobs"])  # the check can fail
     for model, task in itertools.product(("a", "b"), ("rte", "mrpc")):

@@ -71,8 +71,8 @@ class JaxTrainer(BaseTrainer):
       (training_jax.finetune_blocks), its batches padded to `buckets` (a list of lengths, the largest
       max_seq_length; training_jax.finetune_buckets), or, with buckets None, today's batches at
       max_seq_length in today's order (then K updates are K of `step`'s). 0: one `step` per batch.
-    - `compile_ahead`: a training in blocks first compiles its programs (one per bucket length it will use)
-      at once, in threads (training_jax.compile_ahead).
+    - `compile_ahead`: a training in blocks first compiles its programs (one per bucket length the task can use,
+      so that a later task of its head kind finds them all) at once, in threads (training_jax.compile_ahead).
     - `placement` (training_jax.data_parallel.Placement): over several devices the state is replicated and each
       batch split along its rows over the mesh (`spread`); None or one device: today's one-device program.
     The defaults compute what the per-trainer programs computed, within float32 rounding."""

@@ -139,9 +139,12 @@ def block_plan(trainers, arguments):
 
 
 def block_calls(trainers, arguments):
-    """Each block program these trainers' training will call, with its arguments' shapes and dtypes
-    ([(program, (state, batches, active, schedule steps))], one per bucket length the plan uses), for
-    training_jax.compile_ahead; the same plan train_in_blocks trains (trainers of one task, steps and seed)."""
+    """Each block program these trainers' training can call, with its arguments' shapes and dtypes
+    ([(program, (state, batches, active, schedule steps))], one per bucket length the task can use: those its
+    plan uses and every other bucket at or above its shortest length), for training_jax.compile_ahead; the same
+    plan train_in_blocks trains (trainers of one task, steps and seed). The lengths this plan does not use cost one
+    more lowering here and a compile in a thread beside the others, and spare the next task, trial or seed of the
+    same head kind its own: the second H200 window compiled RTE's two lengths ahead, then CoLA's 32 for ~30 s."""
     task, examples, blocks = block_plan(trainers, arguments)
     first, rows = trainers[0], trainers[0].config.train_batch_size
     together = len(trainers) > 1
@@ -155,7 +158,8 @@ def block_calls(trainers, arguments):
     weights = np.zeros((block_steps, rows), np.float32)
     active = jax.ShapeDtypeStruct((block_steps,), np.bool_, sharding=replicated)
     calls = []
-    for length in sorted({block.length for block in blocks}):
+    shortest = first.min_length(task)
+    for length in sorted({block.length for block in blocks} | {n for n in first.buckets or () if n >= shortest}):
         batches = jax.tree.map(lambda value: _shape_of(value, rows_split),
                                gather_batch(examples, indices, weights, length))
         calls.append((first.block_fn(task, length, together),
