@@ -1,7 +1,8 @@
 """run_finetuning.py under JAX on every local device: 8 virtual CPU devices fine-tune what 1 device fine-tunes at the
 same global batch (training_jax.finetune's JaxTrainer over data_parallel's mesh): the same logged training losses
-and the same dev predictions within float32 rounding, with single updates and with blocks of K updates over length
-buckets (their programs compiled ahead), dropout on. The command records the devices in its results file, and a
+and the same dev predictions within float32 rounding, with single updates on two tasks in mixed batches (RTE and a
+SQuAD task: both head kinds) and with blocks of K updates over length buckets (their programs compiled ahead),
+dropout on. The command records the devices in its results file, and a
 batch that does not split over --devices is one line and exit code 2. Everything runs in one child process
 (XLA_FLAGS=--xla_force_host_platform_device_count=8, TensorFlow unimportable, as on a GPU machine)."""
 import json
@@ -39,8 +40,28 @@ SCRIPT = textwrap.dedent('''
     text = " ".join(path.read_text() for path in sorted(corpus.glob("*.txt"))).replace("\\n", " ")
     sentences = [" ".join(s.split()[:12]) for s in text.split(". ") if len(s.split()) >= 6]
     write_rte(root / "glue" / "rte", sentences, {"train": 40, "dev": 12}, seed=0)
-    command = ["--data-dir", str(root / "data"), "--model-name", "micro", "--task", "rte", "--finetuning-data-dir",
-               str(root / "glue"), "--hparams", hparams]
+
+    def write_squad(folder, questions):
+        """SQuAD 1.1 files of `questions` per split: each asks for the last three words of a sentence of its context."""
+        folder.mkdir(parents=True)
+        for split, count in questions.items():
+            paragraphs = []
+            for n in range(count):
+                chosen = sentences[3 * n:3 * n + 3]
+                context, asked = ". ".join(chosen) + ".", chosen[n % 3].split()
+                answer = " ".join(asked[-3:])
+                paragraphs.append({"context": context, "qas": [{"id": f"{split}{n}", "question": " ".join(asked[:4]),
+                                   "answers": [{"text": answer, "answer_start": context.index(answer)}]}]})
+            data = {"version": "1.1", "data": [{"title": "micro", "paragraphs": paragraphs}]}
+            (folder / f"{split}.json").write_text(json.dumps(data))
+
+    write_squad(root / "glue" / "squadv1", {"train": 16, "dev": 6})
+
+    def command_for(task):
+        return ["--data-dir", str(root / "data"), "--model-name", "micro", "--task", task, "--finetuning-data-dir",
+                str(root / "glue"), "--hparams", hparams]
+
+    command = command_for("rte")
     results = {"local_devices": len(jax.local_devices())}
 
     class Recorder:  # a trial's reporter: the training losses and learning rates as logged
@@ -56,9 +77,10 @@ SCRIPT = textwrap.dedent('''
         def close(self):
             pass
 
-    def fine_tune(devices, flags):
-        """One trial as run_finetuning.py trains it: its logged losses, dev predictions, where its weights live."""
-        args = run_finetuning.parse_args(command + ["--devices", str(devices), *flags])
+    def fine_tune(devices, flags, task="rte", count_all_reduces=False):
+        """One trial as run_finetuning.py trains it: its logged losses, dev predictions (each task's, every output
+        flattened), where its weights live."""
+        args = run_finetuning.parse_args(command_for(task) + ["--devices", str(devices), *flags])
         pretrained, ((tasks, config),), data_root = run_finetuning.prepare(args)
         task_data = prepare_tasks(tasks, data_root, pretrained.tokenizer(), config, say=lambda *line: None)
         recorder = Recorder()
@@ -66,11 +88,13 @@ SCRIPT = textwrap.dedent('''
             runner = product_runner(args, pretrained, config, task_data, reporter_factory=lambda trial: recorder)
             started = runner.start_trial(0)
             started.trainer.train(*runner.train_arguments(started))
-            predictions = started.trainer.predict(tasks[0], task_data[0].evals[""])
+            predictions = [np.concatenate([np.ravel(leaf) for leaf in jax.tree.leaves(
+                started.trainer.predict(task, data.evals[""]))]) for task, data in zip(tasks, task_data)]
         weight = started.model.trainable_variables[0].value
-        return {"losses": recorder.logged, "predictions": predictions.tolist(),
+        return {"losses": recorder.logged, "predictions": np.concatenate(predictions).tolist(),
                 "weight_devices": len(weight.sharding.device_set), "jax_settings": runner.jax_settings(),
-                "all_reduces": all_reduces(started.trainer, tasks[0], task_data[0].train, config)}
+                "all_reduces": all_reduces(started.trainer, tasks[0], task_data[0].train, config)
+                if count_all_reduces else None}
 
     def all_reduces(trainer, task, features, config):
         """The all-reduces in the compiled single update (over several devices: the gradients' and loss's sums)."""
@@ -83,9 +107,12 @@ SCRIPT = textwrap.dedent('''
         compiled = trainer._train_fn(task).lower(trainer.state, inputs, trainer._schedule_steps).compile()
         return compiled.as_text().count("all-reduce(")
 
-    for way, flags in ways.items():
-        for devices in (1, 8):
-            results[f"{way}{devices}"] = fine_tune(devices, flags)
+    # Single updates on RTE and a SQuAD task in mixed batches (the multitask step, both head kinds), and RTE alone in
+    # blocks over buckets; the command below runs RTE alone in single updates over every device
+    compared = {"multitask": (ways["single"], "rte,squadv1"), "blocks": (ways["blocks"], "rte")}
+    for way, (flags, task) in compared.items():
+        for devices in (1, 8):  # the update's all-reduces counted once (a compile of its own)
+            results[f"{way}{devices}"] = fine_tune(devices, flags, task, count_all_reduces=way == "blocks")
 
     def command_line(*flags):  # run_finetuning.py as typed: its exit code, output and error output
         out, err = io.StringIO(), io.StringIO()
@@ -117,19 +144,21 @@ def runs(tmp_path_factory):
     return json.loads(lines[-1][len("RESULTS"):])
 
 
-@pytest.mark.parametrize("way", list(WAYS))
+@pytest.mark.parametrize("way", ["multitask", "blocks"])
 def test_eight_devices_fine_tune_what_one_device_fine_tunes(runs, way):
     one, eight = runs[f"{way}1"], runs[f"{way}8"]
     assert runs["local_devices"] == 8
     assert one["weight_devices"] == 1 and eight["weight_devices"] == 8  # the 8-device run did run over the mesh
     assert one["jax_settings"]["devices"] == 1 and eight["jax_settings"]["devices"] == 8
-    assert one["all_reduces"] == 0 and eight["all_reduces"] >= 1  # the batch's rows split, the gradients summed
+    if way == "blocks":  # the batch's rows split, the gradients summed
+        assert one["all_reduces"] == 0 and eight["all_reduces"] >= 1
     losses_one, losses_eight = np.array(one["losses"]), np.array(eight["losses"])
     assert losses_one.shape == losses_eight.shape and len(losses_one) >= 3  # every step or every block logged
     np.testing.assert_array_equal(losses_eight[:, 0], losses_one[:, 0])  # the same steps
     loss_gap = np.abs(losses_eight[:, 1] - losses_one[:, 1]).max()
     predictions_one, predictions_eight = np.array(one["predictions"]), np.array(eight["predictions"])
-    assert predictions_one.shape == predictions_eight.shape == (12, 2)
+    assert predictions_one.shape == predictions_eight.shape
+    assert predictions_one.size > 24 if way == "multitask" else predictions_one.size == 24  # RTE's 12 x 2, SQuAD's
     prediction_gap = np.abs(predictions_eight - predictions_one).max()
     print(f"{way}: 8 devices vs 1: max |loss difference| {loss_gap:.1e} (losses {losses_one[:, 1].min():.2f} to "
           f"{losses_one[:, 1].max():.2f}), max |dev logit difference| {prediction_gap:.1e}")
