@@ -2,18 +2,17 @@
 
     python -m bench.gpu_window     # prints the line to give the device tool (timeout 600 s; docs/jax_gpu.md)
 
-A window is one call of at most 10 minutes, rare, so the line is built to bring back whatever finished when it is
-cut short: bench.gpu_speed writes each row to $OUT/bench/gpu_speed.jsonl the moment it is measured and stays inside
-its --max-seconds; then `run_pretraining.py --max-minutes` on the carried dataset folder (built here with
+A window is one call of at most 10 minutes, rare, so the line is built to bring back whatever finished when it is cut
+short: bench.gpu_speed writes each row to $OUT/bench/gpu_speed.jsonl the moment it is measured and stays inside its
+--max-seconds; then `run_pretraining.py --max-minutes` on the carried dataset folder (built here with
 build_pretraining_dataset.py --compression gzip: 47 MB for the four shared Wikipedia shards), the model exported to
 $OUT as Hugging Face float16 weights (`checkpoints.export --format hf --dtype float16`) cut into parts for the copy
 limit by tar and split, then `run_finetuning.py --each-task` on the carried GLUE files inside a `timeout` of what is
-left of the call, and the model folder's small files (metrics, results, TensorBoard, configs) in one tar; the
-whole output is kept in $OUT/window.log. A failed step does not stop the next (`;`, not `&&`). The random control
-needs no pretraining: it can be fine-tuned anywhere. What comes back fits the device tool's limits (8 files, 16 MiB each). tests/test_gpu_window_product.py
-runs this line under the GPU image's Python stand-in. (The studies' own window, with their MLM baseline, is
-studies/device_path/window.py.)
-"""
+left of the call, and the model folder's small files (metrics, results, TensorBoard, configs) in one tar; the whole
+output is kept in $OUT/window.log. A failed step does not stop the next (`;`, not `&&`). The random control needs no
+pretraining: it can be fine-tuned anywhere. What comes back fits the device tool's limits (8 files, 16 MiB each).
+tests/test_gpu_window_product.py runs this line under the GPU image's Python stand-in. (The studies' own window, with
+their MLM baseline, is studies/device_path/window.py.)"""
 import argparse
 import json
 import shlex

@@ -1,10 +1,10 @@
 """run_finetuning.py under JAX on every local device: 8 virtual CPU devices fine-tune what 1 device fine-tunes at the
-same global batch (training_jax.finetune's JaxTrainer over data_parallel's mesh): the same logged training losses
-and the same dev predictions within float32 rounding, with single updates on two tasks in mixed batches (RTE and a
-SQuAD task: both head kinds) and with blocks of K updates over length buckets (their programs compiled ahead),
-dropout on. The command records the devices in its results file, and a
-batch that does not split over --devices is one line and exit code 2. Everything runs in one child process
-(XLA_FLAGS=--xla_force_host_platform_device_count=8, TensorFlow unimportable, as on a GPU machine)."""
+same global batch (training_jax.finetune's JaxTrainer over data_parallel's mesh): the same logged training losses and
+the same dev predictions within float32 rounding, with single updates on two tasks in mixed batches (RTE and a SQuAD
+task: both head kinds) and with blocks of K updates over length buckets (their programs compiled ahead), dropout on.
+The command records the devices in its results file, and a batch that does not split over --devices is one line and
+exit code 2. Everything runs in one child process (XLA_FLAGS=--xla_force_host_platform_device_count=8, TensorFlow
+unimportable, as on a GPU machine)."""
 import json
 import os
 import pathlib
