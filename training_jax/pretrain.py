@@ -334,7 +334,8 @@ class Run(PretrainingLoop):
         return self.block_steps if event - step >= self.block_steps else 1
 
     def wait_for_updates(self):
-        self.last_loss.block_until_ready()
+        if self.last_loss is not None:  # none before the first update (the evaluation at step 0)
+            self.last_loss.block_until_ready()
 
     def after_first_updates(self, seconds):
         self.log(f"first step (compile + run) {seconds:.1f} s")
