@@ -19,7 +19,8 @@ import shlex
 
 # The benchmark's whole-run bound (bench.gpu_speed --max-seconds). The first H200 window (2026-11-29) measured
 # Hugging Face's row in 27 s and `defaults` in 90 s (XLA compiled for 64 s), so 150 s held those two alone; 220 s
-# also holds the next row, `defaults + scan_layers`, the product's answer to that compile time if it is one.
+# also holds the next row, since the second window (2026-11-30) `defaults - fused_attention`: the fused attention
+# became the GPU default on two separate measurements, and this row alternates them in one process.
 BENCH_SECONDS = 220.0
 BENCH_OUT = "$OUT/bench"
 WHEELS_DIR = ".whl"  # carried: the wheels the image lacks (keras, namex, optree, ...), installed first
