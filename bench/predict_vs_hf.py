@@ -32,7 +32,9 @@ ours on [CLS], about 0.1% of the model's multiply-adds at these lengths).
    --train-steps timed updates after --warmup-steps untimed ones. --train-settings picks the settings;
    "random-inline" is ours with TFTrainer's compiled_update off (the optimizer update run inline in the
    step, as before it was compiled), so the step before and after can be compared in one run;
-   "random-no-onednn" is ours without oneDNN turned on (TensorFlow's default kernels where it leaves it off).
+   "random-no-onednn" is ours without oneDNN turned on (TensorFlow's default kernels where it leaves it off);
+   "random-eigen-gradients" ours with the wide weight gradients on TensorFlow's Eigen kernels
+   (ELECTRA_MATMUL_GRADIENTS=eigen, training/matmul_gradients.py).
    bfloat16: "random-bf16" is ours with the encoder and head under mixed_bfloat16 (bfloat16 compute, float32
    weights, optimizer and loss), "hf-bf16" the Trainer with bf16=True (its forward under torch.autocast);
    "random-bf16-matmuls" is ours in float32 with the product's matmul_dtype "bfloat16" (the dense projections'
@@ -244,6 +246,10 @@ def worker_ours_train(args):
     else:
         os.environ["TF_ENABLE_ONEDNN_OPTS"] = "0"  # TensorFlow's own choice of kernels on this CPU
     if not jax_backend:
+        if getattr(args, "matmul_gradients", None):
+            from training.matmul_gradients import ENV
+
+            os.environ[ENV] = args.matmul_gradients
         configure_tensorflow(args.threads)
     return train_updates(args, jax_backend)
 
@@ -304,7 +310,8 @@ def train_updates(args, jax_backend):
     return {"steps": len(timed), "seconds": seconds, "compile_seconds": compile_seconds,
             "lengths_compiled": len({b["input_ids"].shape[1] for b in warmup}),
             "mean_length": float(np.mean([b["input_ids"].shape[1] for b in timed])),
-            "matmul_dtype": matmul_dtype_of(model)}
+            "matmul_dtype": matmul_dtype_of(model),
+            "eigen_weight_gradients": bool(getattr(trainer, "eigen_weight_gradients", False))}
 
 
 def worker_hf_train(args):
@@ -513,6 +520,9 @@ TRAIN_SETTINGS = {
                 {"group_by_length": False, "bf16": True}),
     "random-no-onednn": ("ours, random batches, oneDNN not turned on (TF_ENABLE_ONEDNN_OPTS=0)", "ours-train",
                          {"pool_batches": 1, "onednn": False}),
+    "random-eigen-gradients": ("ours, random batches, the wide weight gradients on Eigen's kernels "
+                               "(ELECTRA_MATMUL_GRADIENTS=eigen)", "ours-train",
+                               {"pool_batches": 1, "matmul_gradients": "eigen"}),
     "hf": ("Hugging Face Trainer, DataCollatorWithPadding", "hf-train", {"group_by_length": False}),
     "hf-grouped": ("Hugging Face Trainer, DataCollatorWithPadding + train_sampling_strategy group_by_length",
                    "hf-train", {"group_by_length": True}),
@@ -535,6 +545,10 @@ TRAIN_RATIOS = (("bucketed", "hf", "ours bucketed / Hugging Face dynamic padding
                 ("jax-random-bf16", "hf-bf16", "ours under JAX, bf16 / Hugging Face bf16"),
                 ("random-no-onednn", "hf", "ours random batches, oneDNN off / Hugging Face dynamic padding"),
                 ("random", "random-no-onednn", "ours random batches: oneDNN on / off"),
+                ("random-eigen-gradients", "hf", "ours random batches, weight gradients on Eigen / Hugging Face "
+                                                 "dynamic padding"),
+                ("random-eigen-gradients", "random", "ours random batches: wide weight gradients on Eigen / on "
+                                                     "oneDNN (the default)"),
                 ("bucketed", "hf-grouped", "ours bucketed / Hugging Face group_by_length (both length-grouped)"))
 
 
@@ -544,7 +558,7 @@ def updates(args):
     if unknown:
         sys.exit(f"--train-settings: unknown {', '.join(unknown)}; choose from {', '.join(TRAIN_SETTINGS)}")
     rates, lengths, compiles = {key: [] for key in keys}, {key: [] for key in keys}, {key: [] for key in keys}
-    matmul_dtypes = {}  # ours: the matmul_dtype the worker's model had
+    matmul_dtypes, routed = {}, {}  # ours: the worker model's matmul_dtype; its wide weight gradients on Eigen
     for repeat in range(args.repeats):
         for key in keys:
             _, worker, extra = TRAIN_SETTINGS[key]
@@ -553,6 +567,7 @@ def updates(args):
             lengths[key].append(result["mean_length"])
             if "matmul_dtype" in result:
                 matmul_dtypes[key] = result["matmul_dtype"]
+                routed[key] = result.get("eigen_weight_gradients", False)
             if extra.get("backend") == "jax":
                 compiles[key].append((result["lengths_compiled"], result["compile_seconds"]))
         print(f"  fine-tuning, repeat {repeat + 1}: " + "; ".join(f"{key} {rates[key][-1]:.2f}" for key in keys),
@@ -564,6 +579,9 @@ def updates(args):
               f"length {statistics.mean(lengths[key]):.1f}"
               + (f"; before the timed updates, {max(n for n, _ in compiles[key])} lengths compiled in "
                  f"{statistics.median(s for _, s in compiles[key]):.1f} s (median, untimed)" if compiles[key] else ""))
+    if routed:
+        print("  wide weight gradients on Eigen's kernels (training/matmul_gradients.py): "
+              + ", ".join(f"{key} {'yes' if on else 'no'}" for key, on in routed.items()))
     for numerator, denominator, label in TRAIN_RATIOS:
         if numerator in medians and denominator in medians:
             print(f"  {label}: {medians[numerator] / medians[denominator]:.2f}x")

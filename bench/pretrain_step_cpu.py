@@ -7,6 +7,8 @@
     tf-fp32-3qkv, tf-bf16-3qkv: Q/K/V by three matmuls, as before model/attention.py's one-matmul projection;
     tf-fp32-bf16mm: float32 with the config's matmul_dtype "bfloat16" (the matmuls' operands in bfloat16,
     model/matmul.py; its "own-precision peak" the bfloat16 one);
+    tf-fp32-eigen-gradients: the wide weight gradients on TensorFlow's Eigen kernels instead of oneDNN's
+    (ELECTRA_MATMUL_GRADIENTS=eigen, training/matmul_gradients.py);
     hf-bf16: Hugging Face's step with its forward passes under torch.autocast(bfloat16), the anchor of the bf16 rows)
 
 One run measures, each in its own subprocess (so TensorFlow's and PyTorch's thread pools never
@@ -44,7 +46,7 @@ from bench.worker_process import print_result, run_worker
 
 
 VARIANTS = ("tf-fp32-xla", "tf-fp32", "tf-fp32-fuse", "tf-bf16-xla", "tf-bf16", "tf-bf16-fuse", "hf-fp32",
-            "hf-bf16", "tf-fp32-3qkv", "tf-bf16-3qkv", "tf-fp32-bf16mm")
+            "hf-bf16", "tf-fp32-3qkv", "tf-bf16-3qkv", "tf-fp32-bf16mm", "tf-fp32-eigen-gradients")
 DEFAULT_VARIANTS = "tf-fp32-xla,tf-fp32,tf-bf16-xla,tf-bf16,hf-fp32"
 PEAK_N = 4096
 PEAK_REPS = 5
@@ -197,6 +199,9 @@ def build_tf_step(args, precision, xla, model_size="electra_small", model_overri
         "model_size": model_size, "max_seq_length": args.seq_length,
         "train_batch_size": args.batch_size, "mixed_precision": policy, "use_xla": xla,
         "matmul_dtype": matmul_dtype, "model_hparam_overrides": model_overrides or {}})
+    from training.matmul_gradients import route_weight_gradients
+
+    route_weight_gradients()  # as training/loop.py's run does on a CPU, before the step is traced
     model = build_pretrainer(config, dtype=config.mixed_precision)
     optimizer = build_optimizer(config)
     optimizer.build(model.trainable_variables)
@@ -219,6 +224,7 @@ def worker_tf(args, precision, xla, matmul_dtype="float32"):
     import tensorflow as tf
 
     from bench.flops import train_flops_per_sequence
+    from training import matmul_gradients
 
     train_step, batch, config = build_tf_step(args, precision, xla, args.model_size, json.loads(args.model_hparams),
                                               matmul_dtype)
@@ -237,6 +243,7 @@ def worker_tf(args, precision, xla, matmul_dtype="float32"):
             "generator": f"hidden {generator.hidden_size}, {generator.num_heads} head(s), "
                          f"FFN {generator.intermediate_size}, fraction {config.generator_hidden_size}",
             "onednn": onednn_state(), "tf_xla_flags": os.environ.get("TF_XLA_FLAGS", ""),
+            "eigen_weight_gradients": matmul_gradients.installed(),
             "tensorflow": tf.__version__, "keras": keras.__version__}
 
 
@@ -350,6 +357,10 @@ def run_in_worker(args):
     elif name == "peak-tf":
         result = worker_peak_tf(args)
     elif name.startswith("tf-"):
+        if name.endswith("-eigen-gradients"):
+            from training.matmul_gradients import ENV
+
+            os.environ[ENV] = "eigen"
         if name.endswith("-fuse"):
             from training.xla_fusion import fuse_elementwise_with_xla
 

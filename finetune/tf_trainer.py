@@ -10,10 +10,14 @@ whose shapes never change, so it compiles once per task whatever the batch shape
 variable's chain of elementwise ops (about ten passes over memory each) into one. The forward and
 backward passes stay TensorFlow's (oneDNN matmuls; XLA's CPU matmuls are slower, docs/benchmarks.md).
 Same numbers within float32 rounding (XLA sums the clipping norm in another order), tested.
+
+On a CPU, ELECTRA_MATMUL_GRADIENTS=eigen puts the wide weight gradients on TensorFlow's Eigen kernels
+(training/matmul_gradients.py, off by default: 1.03x per update on a Zen 3, within the noise).
 """
 import tensorflow as tf
 
 from finetune.loop import BaseTrainer, model_inputs
+from training.matmul_gradients import route_weight_gradients
 
 
 def _signature(batch):
@@ -28,6 +32,7 @@ class TFTrainer(BaseTrainer):
         super().__init__(model, tasks, optimizer, config)
         self.compiled_update = compiled_update and not config.use_xla  # use_xla compiles the whole step
         self._train_steps, self._predict_steps, self._updates = {}, {}, {}
+        self.eigen_weight_gradients = not tf.config.list_logical_devices("GPU") and route_weight_gradients()
 
     def _update_fn(self, variables):
         """apply_gradients on `variables`: one XLA function (compiled_update), else inline in the step."""

@@ -125,12 +125,21 @@ def shared_stand_in(tmp_path_factory):
 def test_pretrain_step_cpu(monkeypatch, capsys):
     from bench import pretrain_step_cpu, worker_process
 
+    from training import matmul_gradients
+
     workers_here(monkeypatch, worker_process)
-    pretrain_step_cpu.main(["--variants", "tf-fp32,tf-fp32-bf16mm", "--no-peak", "--batch-size", "2", "--seq-length",
-                            "16", "--steps", "1", "--warmup", "1", "--threads", "1", "--model-size", "electra_tiny",
-                            "--model-hparams", json.dumps(MICRO_ONE_LAYER)])
+    monkeypatch.setenv(matmul_gradients.ENV, "onednn")  # restored after the test: the worker sets it here
+    variants = ("tf-fp32", "tf-fp32-bf16mm", "tf-fp32-eigen-gradients")
+    try:
+        pretrain_step_cpu.main(["--variants", ",".join(variants), "--no-peak", "--batch-size", "2", "--seq-length",
+                                "16", "--steps", "1", "--warmup", "1", "--threads", "1", "--model-size",
+                                "electra_tiny", "--model-hparams", json.dumps(MICRO_ONE_LAYER)])
+        assert matmul_gradients.installed()  # the last variant's worker routed them, in this process
+    finally:
+        matmul_gradients.uninstall()
     printed = capsys.readouterr().out
-    for variant in ("tf-fp32", "tf-fp32-bf16mm"):
+    assert '"eigen_weight_gradients": true' in printed.split("[tf-fp32-eigen-gradients] done")[1].splitlines()[0]
+    for variant in variants:
         row = table_row(printed, variant)
         assert_finite_positive(numbers(row["first step s"] + " " + row["sequences/s"] + " " + row["tokens/s"]))
         assert row["× HF fp32"] == row["× HF bf16"] == "n/a" and f"[{variant}] done" in printed

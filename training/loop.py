@@ -19,6 +19,7 @@ from pretrain_loop.base import PretrainingLoop
 from pretrain_loop.cadence import Cadence
 from storage import model_folder
 from training import checkpointing, curves, strategy as strategy_lib
+from training.matmul_gradients import route_weight_gradients
 from training.step import EXAMPLES, SKIPPED, TOKENS, PretrainingSteps
 
 
@@ -102,6 +103,7 @@ class Run(PretrainingLoop):
     def run(self):
         config, strategy, say = self.config, self.strategy, self.say
         jit = resolve_jit(config.use_xla, strategy_lib.device_kind())
+        eigen = strategy_lib.device_kind() == "CPU" and route_weight_gradients()  # before the step is traced
         pretrainer, optimizer = self.pretrainer, self.optimizer = build(config, strategy)
         steps = self.steps = PretrainingSteps(strategy, pretrainer, optimizer, seed=config.seed,
                                               accumulation_steps=config.gradient_accumulation_steps, jit_compile=jit,
@@ -136,6 +138,7 @@ class Run(PretrainingLoop):
         say(f"Pretraining {config.model_name} ({config.model_size}, {params:,} parameters) on "
             f"{strategy_lib.describe(strategy)}: global batch {config.train_batch_size} × "
             f"{config.max_seq_length} tokens, {total} steps, {config.mixed_precision}, XLA {xla}, "
+            + ("wide weight gradients on Eigen's kernels, " if eigen else "") +
             f"{len(self.train_files)} training shard(s)"
             + (f", {len(self.eval_files)} eval shard(s)" if config.do_eval else "") + f"; writing to {self.model_dir}")
         if config.do_eval and self.eval_files == self.train_files:
