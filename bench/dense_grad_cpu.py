@@ -18,7 +18,7 @@ from bench.worker_process import print_result, run_worker
 
 PRODUCTS = ("forward x @ w", "input gradient dy @ w^T", "weight gradient x^T @ dy",
             "weight gradient on Eigen (BatchMatMulV3)", "weight gradient on Eigen, transposed (dy^T @ x)^T",
-            "weight gradient as routed (training/matmul_gradients.py)")
+            "weight gradient as routed (common/matmul_gradients.py)")
 
 
 def time_products(rows, in_size, out_size, repeats, threads):
@@ -27,7 +27,7 @@ def time_products(rows, in_size, out_size, repeats, threads):
 
     tf.config.threading.set_intra_op_parallelism_threads(threads)
     tf.config.threading.set_inter_op_parallelism_threads(1)
-    from training.matmul_gradients import weight_product
+    from common.matmul_gradients import weight_product
 
     x, w = tf.random.normal([rows, in_size]), tf.random.normal([in_size, out_size])
     dy = tf.random.normal([rows, out_size])

@@ -34,7 +34,7 @@ ours on [CLS], about 0.1% of the model's multiply-adds at these lengths).
    step, as before it was compiled), so the step before and after can be compared in one run;
    "random-no-onednn" is ours without oneDNN turned on (TensorFlow's default kernels where it leaves it off);
    "random-eigen-gradients" ours with the wide weight gradients on TensorFlow's Eigen kernels
-   (ELECTRA_MATMUL_GRADIENTS=eigen, training/matmul_gradients.py).
+   (ELECTRA_MATMUL_GRADIENTS=eigen, common/matmul_gradients.py).
    bfloat16: "random-bf16" is ours with the encoder and head under mixed_bfloat16 (bfloat16 compute, float32
    weights, optimizer and loss), "hf-bf16" the Trainer with bf16=True (its forward under torch.autocast);
    "random-bf16-matmuls" is ours in float32 with the product's matmul_dtype "bfloat16" (the dense projections'
@@ -247,7 +247,7 @@ def worker_ours_train(args):
         os.environ["TF_ENABLE_ONEDNN_OPTS"] = "0"  # TensorFlow's own choice of kernels on this CPU
     if not jax_backend:
         if getattr(args, "matmul_gradients", None):
-            from training.matmul_gradients import ENV
+            from common.matmul_gradients import ENV
 
             os.environ[ENV] = args.matmul_gradients
         configure_tensorflow(args.threads)
@@ -580,7 +580,7 @@ def updates(args):
               + (f"; before the timed updates, {max(n for n, _ in compiles[key])} lengths compiled in "
                  f"{statistics.median(s for _, s in compiles[key]):.1f} s (median, untimed)" if compiles[key] else ""))
     if routed:
-        print("  wide weight gradients on Eigen's kernels (training/matmul_gradients.py): "
+        print("  wide weight gradients on Eigen's kernels (common/matmul_gradients.py): "
               + ", ".join(f"{key} {'yes' if on else 'no'}" for key, on in routed.items()))
     for numerator, denominator, label in TRAIN_RATIOS:
         if numerator in medians and denominator in medians:

@@ -8,7 +8,7 @@
     tf-fp32-bf16mm: float32 with the config's matmul_dtype "bfloat16" (the matmuls' operands in bfloat16,
     model/matmul.py; its "own-precision peak" the bfloat16 one);
     tf-fp32-eigen-gradients: the wide weight gradients on TensorFlow's Eigen kernels instead of oneDNN's
-    (ELECTRA_MATMUL_GRADIENTS=eigen, training/matmul_gradients.py);
+    (ELECTRA_MATMUL_GRADIENTS=eigen, common/matmul_gradients.py);
     hf-bf16: Hugging Face's step with its forward passes under torch.autocast(bfloat16), the anchor of the bf16 rows)
 
 One run measures, each in its own subprocess (so TensorFlow's and PyTorch's thread pools never
@@ -199,7 +199,7 @@ def build_tf_step(args, precision, xla, model_size="electra_small", model_overri
         "model_size": model_size, "max_seq_length": args.seq_length,
         "train_batch_size": args.batch_size, "mixed_precision": policy, "use_xla": xla,
         "matmul_dtype": matmul_dtype, "model_hparam_overrides": model_overrides or {}})
-    from training.matmul_gradients import route_weight_gradients
+    from common.matmul_gradients import route_weight_gradients
 
     route_weight_gradients()  # as training/loop.py's run does on a CPU, before the step is traced
     model = build_pretrainer(config, dtype=config.mixed_precision)
@@ -224,7 +224,7 @@ def worker_tf(args, precision, xla, matmul_dtype="float32"):
     import tensorflow as tf
 
     from bench.flops import train_flops_per_sequence
-    from training import matmul_gradients
+    from common import matmul_gradients
 
     train_step, batch, config = build_tf_step(args, precision, xla, args.model_size, json.loads(args.model_hparams),
                                               matmul_dtype)
@@ -358,7 +358,7 @@ def run_in_worker(args):
         result = worker_peak_tf(args)
     elif name.startswith("tf-"):
         if name.endswith("-eigen-gradients"):
-            from training.matmul_gradients import ENV
+            from common.matmul_gradients import ENV
 
             os.environ[ENV] = "eigen"
         if name.endswith("-fuse"):

@@ -12,12 +12,12 @@ backward passes stay TensorFlow's (oneDNN matmuls; XLA's CPU matmuls are slower,
 Same numbers within float32 rounding (XLA sums the clipping norm in another order), tested.
 
 On a CPU, ELECTRA_MATMUL_GRADIENTS=eigen puts the wide weight gradients on TensorFlow's Eigen kernels
-(training/matmul_gradients.py, off by default: 1.03x per update on a Zen 3, within the noise).
+(common/matmul_gradients.py, off by default: 1.03x per update on a Zen 3, within the noise).
 """
 import tensorflow as tf
 
 from finetune.loop import BaseTrainer, model_inputs
-from training.matmul_gradients import route_weight_gradients
+from common.matmul_gradients import route_weight_gradients
 
 
 def _signature(batch):

@@ -125,7 +125,7 @@ def shared_stand_in(tmp_path_factory):
 def test_pretrain_step_cpu(monkeypatch, capsys):
     from bench import pretrain_step_cpu, worker_process
 
-    from training import matmul_gradients
+    from common import matmul_gradients
 
     workers_here(monkeypatch, worker_process)
     monkeypatch.setenv(matmul_gradients.ENV, "onednn")  # restored after the test: the worker sets it here

@@ -1,11 +1,11 @@
-"""training/matmul_gradients.py: MatMul's weight gradients on Eigen's kernel where the product is wide, the same
+"""common/matmul_gradients.py: MatMul's weight gradients on Eigen's kernel where the product is wide, the same
 gradients within float32 rounding, and the rule that chooses it."""
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from common.errors import InputError
-from training import matmul_gradients
+from common import matmul_gradients
 
 
 @pytest.fixture

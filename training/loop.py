@@ -10,6 +10,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from common.matmul_gradients import route_weight_gradients
 from data import tfrecords
 from pretrain.builder import build_for_training
 from pretrain.metrics import add_stats
@@ -19,7 +20,6 @@ from pretrain_loop.base import PretrainingLoop
 from pretrain_loop.cadence import Cadence
 from storage import model_folder
 from training import checkpointing, curves, strategy as strategy_lib
-from training.matmul_gradients import route_weight_gradients
 from training.step import EXAMPLES, SKIPPED, TOKENS, PretrainingSteps
 
 
