@@ -10,7 +10,7 @@ generator's tied vocabulary table), laid out so that its output is wider than ta
 the FFN output kernel at 16,384 rows). Narrower products stay oneDNN's, which is faster on them (64 x 256: 6.4
 against 8.8 ms). Forward passes and input gradients are untouched. Only floating-point rounding changes.
 
-Measured so far (docs/benchmarks.md): the products alone are 1.3-1.6x faster this way on a Zen 3, but the
+Measured so far (docs/benchmarks.md): the products alone are 1.6-2.0x faster this way on a Zen 3, but the
 training steps barely move: fine-tuning 1.03x per update (3 repeats, within their spread), pretraining 0.96x
 (3 steps each, within their spread). So it is an option, off by default: `ELECTRA_MATMUL_GRADIENTS=eigen` routes
 them (any CPU), `onednn` (the default) keeps TensorFlow's own gradient. Float32 only; the scripts call this for

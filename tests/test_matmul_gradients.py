@@ -28,10 +28,10 @@ def tensorflow_s_own(fn):
             matmul_gradients.install()
 
 
-# (rows, a's shape, b's shape, transpose_b): the FFN's two kernels (wide), the tied vocabulary table's y = h · E^T
+# (a's shape, b's shape, transpose_b): the FFN's two kernels (wide), the tied vocabulary table's y = h · E^T
 # (wide and tall: its gradient is computed transposed), and a narrow one that stays on MatMul
-CASES = [(96, (96, 256), (256, 1024), False), (96, (96, 1024), (256 * 4, 256), False),
-         (80, (80, 64), (1100, 64), True), (96, (96, 64), (64, 256), False)]
+CASES = [((96, 256), (256, 1024), False), ((96, 1024), (1024, 256), False), ((80, 64), (1100, 64), True),
+         ((96, 64), (64, 256), False)]
 
 
 def gradients(a_shape, b_shape, transpose_b, seed=0):
@@ -54,8 +54,8 @@ def gradients(a_shape, b_shape, transpose_b, seed=0):
     return [g.numpy() for g in concrete(a)], types
 
 
-@pytest.mark.parametrize("rows, a_shape, b_shape, transpose_b", CASES)
-def test_the_same_gradients_within_float32_rounding(routed, rows, a_shape, b_shape, transpose_b):
+@pytest.mark.parametrize("a_shape, b_shape, transpose_b", CASES)
+def test_the_same_gradients_within_float32_rounding(routed, a_shape, b_shape, transpose_b):
     (da, db), types = gradients(a_shape, b_shape, transpose_b)
     (da_tf, db_tf), types_tf = tensorflow_s_own(lambda: gradients(a_shape, b_shape, transpose_b))
     np.testing.assert_array_equal(da, da_tf)  # the input gradient is TensorFlow's own product
