@@ -44,6 +44,7 @@ COVERED_BY = {
     "profile_step_cpu": "tests/test_bench_profile.py",
     "record_reader_speed": "tests/test_record_reader.py",
     "step_hlo_cpu": HERE,
+    "suite_cost": "tests/test_bench_suite_cost.py",
     "synthetic_glue": HERE,
     "worker_process": HERE,  # run_worker's side here; its real worker processes: tests/test_bench_dense_grad.py
 }
