@@ -9,6 +9,13 @@ import pathlib
 import pytest
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# One intra-op and one inter-op thread in each TensorFlow process the suite runs (both workers and the commands
+# they start; JAX's processes do not read these): the two workers already fill the 2 cores, and TensorFlow's own
+# pools on top of them only contend. Six TensorFlow-heavy files with -n 2, alternated twice on a Zen 3 with 2 cores
+# (docs/testing.md): 131.5 and 137.6 s of wall time with TensorFlow's pools, 122.2 and 120.3 s with one thread.
+# What the tests compute does not depend on the threads; a user's own setting of either variable wins.
+os.environ.setdefault("TF_NUM_INTRAOP_THREADS", "1")
+os.environ.setdefault("TF_NUM_INTEROP_THREADS", "1")
 from training.cpu_features import turn_on_onednn  # noqa: E402
 
 turn_on_onednn(quiet=True)  # as the run scripts do: the suite runs ~2x faster on AVX2-only CPUs
