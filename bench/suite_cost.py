@@ -27,7 +27,6 @@ import pytest
 
 LOG_VARIABLE = "ELECTRA_SUITE_COST_LOG"
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
-CPU_FLAGS_SHOWN = ("avx2", "avx512f", "avx512_bf16", "amx_tile", "amx_bf16")
 
 
 # ------------------------------------------------------------------------------------------- the pytest plugin
@@ -54,19 +53,6 @@ def pytest_runtest_protocol(item, nextitem):
 
 
 # ------------------------------------------------------------------------------------------- the run and its table
-def cpu_description():
-    """'model name (flags...), N cores' from /proc/cpuinfo, as every benchmark table names its CPU."""
-    try:
-        text = pathlib.Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return f"unknown CPU, {os.cpu_count()} cores"
-    model = next((line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("model name")),
-                 "unknown CPU")
-    flags = set(next((line.split(":", 1)[1].split() for line in text.splitlines() if line.startswith("flags")), []))
-    shown = [flag for flag in CPU_FLAGS_SHOWN if flag in flags] or ["no AVX2"]
-    return f"{model} ({', '.join(shown)}), {os.cpu_count()} cores"
-
-
 def by_file(records):
     """{file: {"tests", "wall", "own_cpu", "child_cpu"}} summed over its tests."""
     files = collections.defaultdict(lambda: {"tests": 0, "wall": 0.0, "own_cpu": 0.0, "child_cpu": 0.0})
@@ -119,7 +105,10 @@ def main(argv=None):
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
     command = [sys.executable, "-m", "pytest", "-p", "bench.suite_cost", "-q", "-p", "no:cacheprovider",
                *shlex.split(args.pytest_args), *args.paths]
-    print(f"CPU: {cpu_description()}; load average before the run: {os.getloadavg()[0]:.2f}")
+    from training.cpu_features import read_cpu_features
+
+    print(f"CPU: {read_cpu_features().describe()}; {os.cpu_count()} cores; load average before the run: "
+          f"{os.getloadavg()[0]:.2f}")
     print("Command:", shlex.join(command), flush=True)
     started = time.perf_counter()
     completed = subprocess.run(command, env=env)

@@ -33,7 +33,7 @@ def test_a_files_own_and_child_cpu_are_told_apart(tmp_path, monkeypatch, capsys)
     assert set(records) == {"test_in_the_worker", "test_in_a_child"}
     assert records["test_in_the_worker"]["own_cpu"] >= 0.35 and records["test_in_the_worker"]["child_cpu"] < 0.05
     assert records["test_in_a_child"]["child_cpu"] >= 0.55 and records["test_in_a_child"]["own_cpu"] < 0.3
-    assert re.search(r"^CPU: .+, \d+ cores; load average before the run: [\d.]+$", printed, re.M), printed
+    assert re.search(r"^CPU: .+; \d+ cores; load average before the run: [\d.]+$", printed, re.M), printed
     row = re.search(r"^test_burns\.py +2 +([\d.]+) +([\d.]+) +([\d.]+) +([\d.]+)$", printed, re.M)
     assert row, printed
     wall, own, child, total = map(float, row.groups())
