@@ -66,14 +66,16 @@ class BertEmbeddings(keras.layers.Layer):
         self.dropout = keras.layers.Dropout(dropout, dtype=self.dtype_policy, name="dropout")
 
     def build(self, input_shape=None):
-        init = truncated_normal(self.initializer_range)
+        # One initializer per table: an unseeded Keras initializer fixes its seed when built, so a shared
+        # one would give every table the same draw (token i's vector equal to position i's).
         self.word_embeddings = self.add_weight(
-            shape=(self.vocab_size, self.embedding_size), initializer=init, name="word_embeddings")
+            shape=(self.vocab_size, self.embedding_size), initializer=truncated_normal(self.initializer_range),
+            name="word_embeddings")
         self.position_embeddings = self.add_weight(
-            shape=(self.max_position_embeddings, self.embedding_size), initializer=init,
-            name="position_embeddings")
+            shape=(self.max_position_embeddings, self.embedding_size),
+            initializer=truncated_normal(self.initializer_range), name="position_embeddings")
         self.token_type_embeddings = self.add_weight(
-            shape=(self.type_vocab_size, self.embedding_size), initializer=init,
+            shape=(self.type_vocab_size, self.embedding_size), initializer=truncated_normal(self.initializer_range),
             name="token_type_embeddings")
         self.layer_norm.build((None, None, self.embedding_size))
         self.built = True

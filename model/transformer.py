@@ -33,18 +33,19 @@ class TransformerLayer(keras.layers.Layer):
         self.attention_dropout = attention_dropout
         self.initializer_range = initializer_range
         self.layer_norm_epsilon = layer_norm_epsilon
-        init = truncated_normal(initializer_range)
         self.attention_self = SelfAttention(hidden_size, num_heads, attention_dropout,
                                             initializer_range, causal=causal,
                                             compute_dtype_softmax=compute_dtype_softmax, matmul_dtype=matmul_dtype,
                                             dtype=self.dtype_policy, name="self")
-        self.attention_output_dense = Dense(hidden_size, kernel_initializer=init, matmul_dtype=matmul_dtype,
-                                            dtype=self.dtype_policy, name="dense")
+        # A fresh initializer per kernel: a shared unseeded one repeats one draw (see model/initializers.py).
+        self.attention_output_dense = Dense(hidden_size, kernel_initializer=truncated_normal(initializer_range),
+                                            matmul_dtype=matmul_dtype, dtype=self.dtype_policy, name="dense")
         self.attention_output_layer_norm = layer_norm("LayerNorm", layer_norm_epsilon)
-        self.intermediate_dense = Dense(intermediate_size, activation="gelu", kernel_initializer=init,
+        self.intermediate_dense = Dense(intermediate_size, activation="gelu",
+                                        kernel_initializer=truncated_normal(initializer_range),
                                         matmul_dtype=matmul_dtype, dtype=self.dtype_policy, name="dense")
-        self.output_dense = Dense(hidden_size, kernel_initializer=init, matmul_dtype=matmul_dtype,
-                                  dtype=self.dtype_policy, name="dense")
+        self.output_dense = Dense(hidden_size, kernel_initializer=truncated_normal(initializer_range),
+                                  matmul_dtype=matmul_dtype, dtype=self.dtype_policy, name="dense")
         self.output_layer_norm = layer_norm("LayerNorm", layer_norm_epsilon)
         self.attention_output_dropout = keras.layers.Dropout(dropout, dtype=self.dtype_policy,
                                                              name="attention_output_dropout")

@@ -125,6 +125,20 @@ def test_initializers_follow_the_original(encoder):
     assert np.abs(np.asarray(encoder.transformer_layers[0].output_dense.bias)).max() == 0.0
 
 
+def test_every_random_variable_is_its_own_draw(encoder):
+    """TF1 drew each variable afresh; a Keras initializer instance shared by two variables repeats one
+    draw (it fixes its seed when created), which once made token i's embedding equal position i's and
+    the feed-forward's two kernels the same numbers. No two random tables may start alike."""
+    encoder(tiny_batch())  # built
+    random = {v.path: np.asarray(v).ravel() for v in encoder.weights if len(v.shape) == 2}
+    assert len(random) == 4 + 6 * 2  # word, position, token type, projection; six kernels a layer
+    names = sorted(random)
+    for i, first in enumerate(names):
+        for second in names[i + 1:]:
+            size = min(random[first].size, random[second].size)
+            assert not np.allclose(random[first][:size], random[second][:size]), (first, second)
+
+
 def test_projection_only_when_embedding_size_differs():
     assert make_encoder(embedding_size=32).embeddings_project is None
     assert make_encoder(embedding_size=None).embedding_size == 32

@@ -316,13 +316,16 @@ def test_keras_fit_trains_and_reports_the_metrics():
     assert np.isfinite(history["loss"][0])
 
 
-@pytest.mark.parametrize("electra_objective", [False, True])
-def test_a_tiny_model_lowers_its_mlm_loss_on_a_repeated_batch(electra_objective):
+# Learning rates where the outcome is not chaotic: at 1e-2 the MLM-only model's 200 steps ended anywhere between
+# 0.22 and 0.68 of the first loss over seeds 0-3 (and moved with float rounding alone); at 3e-3, 0.26-0.32.
+# The ELECTRA objective learns the generator more slowly (0.64-0.69 at 3e-3; 0.29-0.57 at 1e-2).
+@pytest.mark.parametrize("electra_objective, learning_rate", [(False, 3e-3), (True, 1e-2)])
+def test_a_tiny_model_lowers_its_mlm_loss_on_a_repeated_batch(electra_objective, learning_rate):
     keras.utils.set_random_seed(0)
     model = tiny_pretrainer(electra_objective=electra_objective, **NO_DROPOUT)
     batch = tiny_batch(batch_size=4, lengths=[16, 12, 9, 6])
     masked = fixed_masking(batch)
-    optimizer = keras.optimizers.Adam(1e-2)
+    optimizer = keras.optimizers.Adam(learning_rate)
     optimizer.build(model.trainable_variables)
 
     @tf.function
