@@ -65,28 +65,29 @@ def tokenizer(tmp_path_factory):
 
 # ------------------------------------------------------------------------------------------ the two workers' load
 # Seconds each slow file took (its tests' setup, call and teardown) in a whole run as CI runs it (`-n 2 --dist
-# loadfile`, ELECTRA_SHARED_DATA set; 2026-11-29, an Intel Xeon with 2 cores at load 4-5); the files not named took
-# under 15 s. Each of the two workers runs a whole file at a time, so the run ends when the worker with the last
-# long file is done: the slowest files go first (the longest processing time first, as a scheduler would) and the
-# quick ones fill in at the end. xdist's own order (the files with the most tests first) put long files of one to
-# four tests (test_pretraining_real, test_build_real, test_distributed, test_data_parallel) last, behind which the
-# other worker could sit idle for minutes. A new slow file belongs here; a file's weight need not be exact.
+# loadfile`, ELECTRA_SHARED_DATA set; 2026-11-30 at 5e05853, `python -m bench.suite_cost` on an AMD EPYC Zen 3 with 2
+# cores, nothing else running); the files not named took under 15 s. Each of the two workers runs a whole file at a
+# time, so the run ends when the worker with the last long file is done: the slowest files go first (the longest
+# processing time first, as a scheduler would) and the quick ones fill in at the end. xdist's own order (the files
+# with the most tests first) put long files of one to four tests (test_pretraining_real, test_build_real,
+# test_distributed, test_data_parallel) last, behind which the other worker could sit idle for minutes. A new slow
+# file belongs here; a file's weight need not be exact.
 FILE_SECONDS = {
-    "test_build": 127, "test_pretraining_real": 122, "test_jax_pretraining": 119, "test_finetune_custom": 116,
-    "test_import_gpu_runs": 111, "test_run_finetuning_jax": 70, "test_jax_run": 106, "test_predict": 93,
-    "test_mixed_precision_run": 93, "test_finetune_multitask": 84, "test_run_pretraining": 77,
-    "test_finetune_mrqa": 77, "test_study_rtd_vs_mlm_device": 76, "test_jax_finetune_speed": 75,
-    "test_distributed": 72, "test_data_parallel": 67, "test_run_pretraining_jax": 66, "test_finetune_run": 62,
-    "test_study_electric_device": 62, "test_bench_modules": 60, "test_electric": 59, "test_checkpoints_parity": 59,
-    "test_damaged_data": 58, "test_build_real": 58, "test_xla_fusion": 56, "test_checkpoints_hf_tokenizer": 56,
-    "test_tokenization_python": 54, "test_optimization": 52, "test_pretrainer": 50, "test_jax_finetune": 41,
-    "test_jax_finetune_buckets": 41, "test_onnx_clients": 41, "test_tf_trainer_speed_equivalence": 40,
-    "test_tokenization": 40, "test_encoder_learns_context": 40, "test_vocab": 35, "test_bench_gpu_speed": 33,
-    "test_bench_dense_grad": 32, "test_quiet": 32, "test_backend_neutral": 31,
-    "test_flash_attention": 29, "test_scan_layers": 28, "test_inspect_model": 26, "test_attention_dtype": 26,
-    "test_onnx_export": 25, "test_saved_model_ids": 25, "test_checkpoints_variants": 24, "test_finetune_chunk": 24,
-    "test_checkpoints_saved_model": 24, "test_collapse_run": 22, "test_finetune_squad": 21, "test_onnx_predict": 20,
-    "test_checkpoints_cli": 18, "test_jax_rng": 17,
+    "test_bench_modules": 162, "test_jax_run": 120, "test_run_pretraining": 115, "test_pretraining_real": 113,
+    "test_study_rtd_vs_mlm_device": 108, "test_distributed": 96, "test_predict": 91, "test_mixed_precision_run": 87,
+    "test_run_finetuning_jax": 85, "test_electric": 85, "test_import_gpu_runs": 84, "test_data_parallel": 81,
+    "test_jax_pretraining": 80, "test_gpu_window_product": 77, "test_checkpoints_parity": 76,
+    "test_run_pretraining_jax": 75, "test_damaged_data": 69, "test_finetune_custom": 65,
+    "test_checkpoints_hf_tokenizer": 60, "test_jax_finetune_devices": 58, "test_build": 58, "test_finetune_mrqa": 58,
+    "test_jax_finetune_speed": 58, "test_finetune_run": 52, "test_scan_layers": 51, "test_tokenization_python": 48,
+    "test_pretrainer": 46, "test_build_real": 42, "test_xla_fusion": 42, "test_optimization": 40,
+    "test_study_electric_device": 40, "test_jax_finetune_buckets": 38, "test_onnx_clients": 37,
+    "test_bench_gpu_speed": 36, "test_finetune_multitask": 34, "test_flash_attention": 31, "test_tokenization": 30,
+    "test_tf_trainer_speed_equivalence": 29, "test_encoder_learns_context": 29, "test_jax_finetune": 28,
+    "test_inspect_model": 28, "test_backend_neutral": 25, "test_matmul_dtype": 25, "test_bench_dense_grad": 25,
+    "test_checkpoints_saved_model": 25, "test_collapse_run": 25, "test_onnx_predict": 24, "test_finetune_chunk": 23,
+    "test_quiet": 23, "test_vocab": 23, "test_onnx_export": 22, "test_saved_model_ids": 18, "test_finetune_squad": 18,
+    "test_attention_dtype": 17, "test_checkpoints_variants": 17,
 }
 
 
