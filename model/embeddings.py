@@ -66,7 +66,7 @@ class BertEmbeddings(keras.layers.Layer):
         self.dropout = keras.layers.Dropout(dropout, dtype=self.dtype_policy, name="dropout")
 
     def build(self, input_shape=None):
-        # One initializer per table: an unseeded Keras initializer fixes its seed when built, so a shared
+        # One initializer per table: an unseeded Keras initializer fixes its seed when created, so a shared
         # one would give every table the same draw (token i's vector equal to position i's).
         self.word_embeddings = self.add_weight(
             shape=(self.vocab_size, self.embedding_size), initializer=truncated_normal(self.initializer_range),
