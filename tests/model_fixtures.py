@@ -78,3 +78,17 @@ def max_abs(gradient):
 def np_log_softmax(x):
     x = x - x.max(-1, keepdims=True)
     return x - np.log(np.exp(x).sum(-1, keepdims=True))
+
+
+def random_tables_alike(weights):
+    """Pairs of 2-D variables (each counted once: shared embeddings are one variable) whose values start
+    with the same numbers: a Keras initializer instance shared by two variables repeats one draw."""
+    tables = {id(v): (v.path, np.asarray(v).ravel()) for v in weights if len(v.shape) == 2}
+    named = sorted(tables.values(), key=lambda item: item[0])
+    alike = []
+    for i, (first, a) in enumerate(named):
+        for second, b in named[i + 1:]:
+            size = min(a.size, b.size)
+            if np.allclose(a[:size], b[:size]):
+                alike.append((first, second))
+    return len(named), alike

@@ -9,7 +9,7 @@ import tensorflow as tf
 from pretrain import metrics as metrics_lib
 from pretrain import sampling
 from tests.model_fixtures import (MASK, NO_DROPOUT, VOCAB_SIZE, fixed_masking, max_abs, np_log_softmax,
-                                   tiny_batch, tiny_pretrainer)
+                                   random_tables_alike, tiny_batch, tiny_pretrainer)
 
 
 def np_gelu(x):
@@ -314,6 +314,15 @@ def test_keras_fit_trains_and_reports_the_metrics():
     assert set(history) == {"loss", "masked_lm_accuracy", "masked_lm_loss", "sampled_masked_lm_accuracy",
                             "disc_loss", "disc_auc", "disc_accuracy", "disc_precision", "disc_recall"}
     assert np.isfinite(history["loss"][0])
+
+
+def test_every_random_table_of_both_networks_and_heads_is_its_own_draw():
+    """tests/test_encoder.py's check over the whole pretrainer: the generator, the discriminator, the
+    shared embeddings counted once, and both heads."""
+    model = tiny_pretrainer()
+    model(tiny_batch())  # built
+    count, alike = random_tables_alike(model.weights)
+    assert count > 2 * 6 + 4 and alike == []
 
 
 # Learning rates where the outcome is not chaotic: at 1e-2 the MLM-only model's 200 steps ended anywhere between
