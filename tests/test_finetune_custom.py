@@ -298,10 +298,10 @@ def tokenizer(vocab_file):
     return load_tokenizer(vocab_file=vocab_file)
 
 
-def make_model_folder(root, vocab_file, name="tiny", num_layers=2):
-    """A pretrained-model folder as run_pretraining.py writes it: config.json, vocab.txt, ckpt-1 (one layer
-    traces in about half the time of two, where a test's claims hold for any depth). Its weights are the
-    config seed's, as run_pretraining.py's are, not whatever ran before in the process."""
+def make_model_folder(root, vocab_file):
+    """models/tiny as run_pretraining.py writes it: config.json, vocab.txt, ckpt-1 (one layer: it traces in
+    about half the time of two, and the tests' claims hold for any depth). Its weights are the config
+    seed's, as run_pretraining.py's are, not whatever ran before in the process."""
     import keras
     import tensorflow as tf
 
@@ -309,11 +309,11 @@ def make_model_folder(root, vocab_file, name="tiny", num_layers=2):
     from pretrain.builder import build_pretrainer
     from storage.model_folder import model_trackable
 
-    folder = root / "models" / name
+    folder = root / "models" / "tiny"
     folder.mkdir(parents=True)
     config = PretrainingConfig.create({"model_size": "electra_tiny",
-                                       "model_hparam_overrides": {**MICRO_MODEL, "num_layers": num_layers},
-                                       "model_name": name, "vocab_size": len(vocab_file.read_text().split())})
+                                       "model_hparam_overrides": {**MICRO_MODEL, "num_layers": 1},
+                                       "model_name": "tiny", "vocab_size": len(vocab_file.read_text().split())})
     config.save(folder / "config.json")
     shutil.copyfile(vocab_file, folder / "vocab.txt")
     keras.utils.set_random_seed(config.seed)
@@ -325,7 +325,7 @@ def make_model_folder(root, vocab_file, name="tiny", num_layers=2):
 @pytest.fixture(scope="module")
 def data_dir(tmp_path_factory, vocab_file):
     root = tmp_path_factory.mktemp("custom_run")
-    make_model_folder(root, vocab_file, num_layers=1)
+    make_model_folder(root, vocab_file)
     return root
 
 
@@ -470,7 +470,7 @@ def real_dir(tmp_path_factory, shared_data, bert_vocab_file):
     GLUE and CoNLL-2000 files: in GLUE's and CoNLL's own layouts under finetuning_data/ for the built-in
     tasks, and rewritten by the tests for the custom ones (what they compare holds for any depth)."""
     root = tmp_path_factory.mktemp("custom_real")
-    make_model_folder(root, bert_vocab_file, num_layers=1)
+    make_model_folder(root, bert_vocab_file)
     return root
 
 
