@@ -56,6 +56,8 @@ import time
 import traceback
 
 os.environ.setdefault("KERAS_BACKEND", "jax")
+from common.quiet import lean_keras_import  # noqa: E402
+lean_keras_import()  # Keras without scikit-learn and matplotlib, as the commands import it
 
 from training_jax.speed_settings import platform_of  # noqa: E402  (after the backend is set)
 

@@ -26,6 +26,8 @@ import time
 
 
 os.environ.setdefault("KERAS_BACKEND", "jax")
+from common.quiet import lean_keras_import  # noqa: E402
+lean_keras_import()  # Keras without scikit-learn and matplotlib, as the commands import it
 
 # Dense (no sparsity) bf16 tensor-core peaks, TFLOP/s, by a substring of jax's device_kind.
 BF16_PEAK_TFLOPS = (

@@ -20,6 +20,8 @@ import sys
 import time
 
 os.environ.setdefault("KERAS_BACKEND", "jax")
+from common.quiet import lean_keras_import  # noqa: E402
+lean_keras_import()  # Keras without scikit-learn and matplotlib, as the commands import it
 
 VARIANTS = {  # name: (platform, the settings changed from its defaults)
     "cpu": ("cpu", {}),

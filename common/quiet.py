@@ -15,6 +15,10 @@ wrappers, matplotlib for Keras's image-gallery plot, JAX for TFLite's conversion
 missing, and both fall back as they do without them. No command here uses those paths, and they cost 2-3 s of a
 5-9 s import on 2 cores (every TensorFlow process: a command, a test's child process). Imported later, by us or
 the user, they import as usual; JAX is left alone when Keras's backend is JAX or JAX is already imported.
+
+Under KERAS_BACKEND=jax no TensorFlow is imported, and Keras itself imports scikit-learn and matplotlib:
+lean_keras_import() (which quiet_tensorflow() calls) leaves them out of `import keras` the same way. That is 1.5 of
+4 CPU s of a JAX process's `import jax, keras` (docs/benchmarks.md): every JAX command, device call and test process.
 """
 import importlib.abc
 import importlib.util
@@ -32,6 +36,7 @@ _LOG_LINE = re.compile(rb"^([IWEF])\d{4} [\d:.]+ +\d+ [^\]\s]+\] ")
 _ABSL_NOTICE = b"WARNING: All log messages before absl::InitializeLog() is called are written to STDERR"
 _WAIT_FOR_FILTER_S = 5.0
 OPTIONAL_DURING_IMPORT = ("sklearn", "matplotlib", "jax", "jaxlib")  # top-level names (module docstring)
+OPTIONAL_DURING_KERAS_IMPORT = ("sklearn", "matplotlib")  # Keras's own: its scikit-learn wrappers, its plots
 
 
 def quiet_tensorflow() -> None:
@@ -39,9 +44,18 @@ def quiet_tensorflow() -> None:
     imported; filters nothing if the user's logging variables ask for every line (the import is still lean)."""
     if not any(name in os.environ for name in LOG_VARIABLES):
         os.environ[LOG_LEVEL] = str(DEFAULT_LEVEL)
+    lean_keras_import()
     if "tensorflow" in sys.modules or any(isinstance(f, _QuietImport) for f in sys.meta_path):
         return
     sys.meta_path.insert(0, _QuietImport(min_log_level()))
+
+
+def lean_keras_import() -> None:
+    """Call before Keras is imported: its first import goes without scikit-learn and matplotlib (module
+    docstring). Does nothing if Keras is already imported."""
+    if "keras" in sys.modules or any(isinstance(f, _LeanKerasImport) for f in sys.meta_path):
+        return
+    sys.meta_path.insert(0, _LeanKerasImport())
 
 
 def skipped_during_import():
@@ -88,17 +102,18 @@ def filter_log_lines(lines, level: int):
             yield line
 
 
-class _QuietImport(importlib.abc.MetaPathFinder):
-    """Finds `tensorflow` (the real finders find it; this wraps its loader) so that its import runs with
-    stderr filtered. A lookup without an import (find_spec to test whether it is installed) changes
-    nothing; the import itself removes this finder."""
+class _ImportHook(importlib.abc.MetaPathFinder):
+    """Finds the module `name` (the real finders find it; this wraps its loader) so that its import runs inside
+    run_import. A lookup without an import (find_spec to test whether it is installed) changes nothing; the
+    import itself removes this finder."""
 
-    def __init__(self, level: int):
-        self.level = level
+    name = None
+
+    def __init__(self):
         self._finding = False
 
     def find_spec(self, name, path=None, target=None):
-        if name != "tensorflow" or self._finding:
+        if name != self.name or self._finding:
             return None
         self._finding = True  # the lookup below asks every finder again, this one included
         try:
@@ -107,30 +122,62 @@ class _QuietImport(importlib.abc.MetaPathFinder):
             self._finding = False
         if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
             return spec
-        spec.loader = _FilteredLoader(spec.loader, self)
+        spec.loader = _HookedLoader(spec.loader, self)
         return spec
 
+    def run_import(self, load) -> None:
+        load()
 
-class _FilteredLoader(importlib.abc.Loader):
-    def __init__(self, loader, finder: _QuietImport):
+
+class _HookedLoader(importlib.abc.Loader):
+    def __init__(self, loader, finder: _ImportHook):
         self.loader, self.finder = loader, finder
 
     def create_module(self, spec):
         return self.loader.create_module(spec)
 
     def exec_module(self, module):
-        module.__loader__ = module.__spec__.loader = self.loader  # TensorFlow sees its own loader
+        module.__loader__ = module.__spec__.loader = self.loader  # the module sees its own loader
         if self.finder in sys.meta_path:
             sys.meta_path.remove(self.finder)
-        skip = _SkipOptional(skipped_during_import())
-        sys.meta_path.insert(0, skip)
-        filter_process = _start_filter(self.finder.level) if self.finder.level > 0 else None
+        self.finder.run_import(lambda: self.loader.exec_module(module))
+
+
+def _without(names, load) -> None:
+    """Runs load() with `names` reported missing."""
+    skip = _SkipOptional(names)
+    sys.meta_path.insert(0, skip)
+    try:
+        load()
+    finally:
+        sys.meta_path.remove(skip)
+
+
+class _QuietImport(_ImportHook):
+    """`import tensorflow` with stderr filtered at `level` and without the optional packages."""
+
+    name = "tensorflow"
+
+    def __init__(self, level: int):
+        super().__init__()
+        self.level = level
+
+    def run_import(self, load) -> None:
+        filter_process = _start_filter(self.level) if self.level > 0 else None
         try:
-            self.loader.exec_module(module)
+            _without(skipped_during_import(), load)
         finally:
-            sys.meta_path.remove(skip)
             if filter_process is not None:
                 _stop_filter(*filter_process)
+
+
+class _LeanKerasImport(_ImportHook):
+    """`import keras` without the optional packages of OPTIONAL_DURING_KERAS_IMPORT."""
+
+    name = "keras"
+
+    def run_import(self, load) -> None:
+        _without({name for name in OPTIONAL_DURING_KERAS_IMPORT if name not in sys.modules}, load)
 
 
 def _start_filter(level: int):

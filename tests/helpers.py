@@ -109,14 +109,19 @@ def quick_xla_flags():
 JAX_QUICK_XLA_FLAGS = quick_xla_flags()
 
 
+# A test script's first lines, as a command's are (common.quiet): Keras imports without scikit-learn and matplotlib,
+# 1.5 of a JAX process's 4 CPU s of imports.
+LEAN_KERAS = "from common.quiet import lean_keras_import\nlean_keras_import()\n"
+
+
 def run_script_under_jax(script, repo_root, timeout=300, xla_flags=JAX_QUICK_XLA_FLAGS):
     """Runs `script` in a fresh Python of this virtualenv with KERAS_BACKEND=jax (the backend is fixed at import)
     and XLA's quickest compiles (`xla_flags`), and returns the JSON it printed after "RESULTS"; fails with the
     script's stderr if it did not get there."""
     env = dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu", PYTHONPATH=str(repo_root),
                XLA_FLAGS=xla_flags)
-    completed = subprocess.run([sys.executable, "-c", script], cwd=repo_root, env=env, capture_output=True,
-                               text=True, timeout=timeout)
+    completed = subprocess.run([sys.executable, "-c", LEAN_KERAS + script], cwd=repo_root, env=env,
+                               capture_output=True, text=True, timeout=timeout)
     lines = [line for line in completed.stdout.splitlines() if line.startswith("RESULTS")]
     assert completed.returncode == 0 and lines, completed.stderr[-3000:]
     return json.loads(lines[-1][len("RESULTS"):])
@@ -340,8 +345,8 @@ def start_script_under_jax(script, repo_root):
     its RESULTS with script_results."""
     env = dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu", PYTHONPATH=str(repo_root),
                XLA_FLAGS=JAX_QUICK_XLA_FLAGS)
-    return subprocess.Popen([sys.executable, "-c", script], cwd=repo_root, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen([sys.executable, "-c", LEAN_KERAS + script], cwd=repo_root, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 def script_results(process, timeout=300):

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from storage.checkpoint_bundle import read_model_weights
-from tests.helpers import JAX_QUICK_XLA_FLAGS, MICRO_MODEL, build_tiny_dataset
+from tests.helpers import JAX_QUICK_XLA_FLAGS, LEAN_KERAS, MICRO_MODEL, build_tiny_dataset
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 STEPS, BATCH = 4, 8  # the global batch: 1 row per device on 8
@@ -26,7 +26,7 @@ HPARAMS = {"model_size": "electra_small", "model_hparam_overrides": {**MICRO_MOD
 LAUNCH = ('import sys, runpy; sys.modules["tensorflow"] = None; sys.argv = ["run_pretraining.py"] + sys.argv[1:]; '
           'runpy.run_path("run_pretraining.py", run_name="__main__")')
 
-SCRIPT = textwrap.dedent('''
+SCRIPT = LEAN_KERAS + textwrap.dedent('''
     import contextlib, io, json, pathlib, sys
     sys.modules["tensorflow"] = None
     import jax

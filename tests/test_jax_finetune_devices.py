@@ -15,14 +15,14 @@ import textwrap
 import numpy as np
 import pytest
 
-from tests.helpers import JAX_QUICK_XLA_FLAGS
+from tests.helpers import JAX_QUICK_XLA_FLAGS, LEAN_KERAS
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 HPARAMS = {"max_train_steps": 6, "train_batch_size": 8, "eval_batch_size": 12, "iterations_per_loop": 1}
 WAYS = {"single": ["--no-length-buckets", "--steps-per-dispatch", "1"],
         "blocks": ["--length-buckets", "--bucket-lengths", "32", "--steps-per-dispatch", "2", "--compile-ahead"]}
 
-SCRIPT = textwrap.dedent('''
+SCRIPT = LEAN_KERAS + textwrap.dedent('''
     import contextlib, io, json, pathlib, sys
     sys.modules["tensorflow"] = None
     import jax

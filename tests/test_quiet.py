@@ -137,3 +137,24 @@ def test_a_command_s_first_line_is_ours_unless_the_user_asks_for_tensorflow_s(tm
 
     lines = run_builder(tmp_path, tiny_corpus, TF_CPP_MIN_LOG_LEVEL="0")
     assert NOTICE in lines and any(line.startswith("I0000 ") for line in lines), lines[:8]
+
+
+def test_keras_on_jax_imports_without_scikit_learn_and_matplotlib_which_import_later_as_usual():
+    """The real Keras under KERAS_BACKEND=jax (a JAX command's, device call's or test script's process)."""
+    script = textwrap.dedent("""
+        import sys
+        from common.quiet import quiet_tensorflow
+        quiet_tensorflow()
+        import keras
+        import numpy as np
+        left_out = [name for name in ("sklearn", "matplotlib", "tensorflow") if name not in sys.modules]
+        dense = keras.layers.Dense(2, kernel_initializer="ones")
+        assert np.allclose(keras.ops.convert_to_numpy(dense(np.ones((1, 3), "float32"))), 3.0)
+        import matplotlib, sklearn  # installed, so they import as usual afterwards
+        print("left out", *left_out)
+    """)
+    env = dict(env_without_log_variables(), KERAS_BACKEND="jax", JAX_PLATFORMS="cpu", PYTHONPATH=str(REPO_ROOT))
+    completed = subprocess.run([sys.executable, "-c", script], cwd=REPO_ROOT, env=env, capture_output=True,
+                               text=True, timeout=120)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    assert completed.stdout.splitlines()[-1] == "left out sklearn matplotlib tensorflow"

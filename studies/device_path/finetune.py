@@ -52,6 +52,8 @@ import pathlib
 import time
 
 os.environ.setdefault("KERAS_BACKEND", "jax")  # before Keras is imported: this module is the JAX side only
+from common.quiet import lean_keras_import  # noqa: E402
+lean_keras_import()  # Keras without scikit-learn and matplotlib, as the commands import it
 
 import jax  # noqa: E402
 import keras  # noqa: E402

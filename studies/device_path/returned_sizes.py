@@ -20,6 +20,8 @@ def main(argv=None):
     parser.add_argument("--one-model", action="store_true", help="without the MLM baseline")
     args = parser.parse_args(argv)
     os.environ.setdefault("KERAS_BACKEND", "jax")
+    from common.quiet import lean_keras_import
+    lean_keras_import()  # Keras without scikit-learn and matplotlib, as the commands import it
     sys.modules.setdefault("tensorflow", None)  # as on the GPU machine
     from configs.pretraining_config import PretrainingConfig
     from pretrain.builder import build_pretrainer
