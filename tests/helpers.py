@@ -283,12 +283,13 @@ def repository_mirror(repo_root, folder):
     return folder
 
 
-def run_device_line(line, repo, out, python_dir, timeout):
+def run_device_line(line, repo, out, python_dir, timeout, xla_flags=JAX_TEST_XLA_FLAGS):
     """Runs one device call's shell line as the device tool would (bash, in the repository's root, $OUT set)
-    with the accelerator's python3; returns (exit status, output)."""
+    with the accelerator's python3; returns (exit status, output). `xla_flags`: any JAX's quickest compile by
+    default (the GPU image's Python); JAX_QUICK_XLA_FLAGS where python3 is this virtualenv's (its JAX)."""
     env = {key: value for key, value in os.environ.items() if key not in ("PYTHONPATH", "KERAS_BACKEND")}
     env.update(PATH=f"{python_dir}{os.pathsep}{env['PATH']}", OUT=str(out), JAX_PLATFORMS="cpu",
-               JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0", XLA_FLAGS=JAX_TEST_XLA_FLAGS)
+               JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0", XLA_FLAGS=xla_flags)
     pathlib.Path(out).mkdir(parents=True, exist_ok=True)
     completed = subprocess.run(["bash", "-c", line], cwd=repo, env=env, capture_output=True, text=True,
                                timeout=timeout)

@@ -15,7 +15,7 @@ import time
 import numpy as np
 import pytest
 
-from tests.helpers import JAX_TEST_XLA_FLAGS, MICRO_MODEL, run_each_under_jax, write_corpus, write_rte, write_vocab
+from tests.helpers import JAX_QUICK_XLA_FLAGS, MICRO_MODEL, run_each_under_jax, write_corpus, write_rte, write_vocab
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 LAUNCH = ('import sys, runpy; sys.modules["tensorflow"] = None; sys.argv = ["run_finetuning.py"] + sys.argv[1:]; '
@@ -47,7 +47,7 @@ def command_args(data_dir, model, tasks_dir, task, *flags, steps=4, trials=1):
 
 def launch(data_dir, model, tasks_dir, task, log, *flags, steps=4, trials=1):
     env = dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu", PYTHONPATH=str(REPO_ROOT),
-               XLA_FLAGS=JAX_TEST_XLA_FLAGS)
+               XLA_FLAGS=JAX_QUICK_XLA_FLAGS)
     with open(log, "w") as output:
         return subprocess.Popen(
             [sys.executable, "-c", LAUNCH, *command_args(data_dir, model, tasks_dir, task, *flags, steps=steps,

@@ -28,7 +28,8 @@ def test_the_two_device_calls_run_as_printed_then_import_and_finetune_here(tmp_p
     import run_finetuning
     from configs.pretraining_config import PretrainingConfig
     from finetune.pretrained import read_model_folder
-    from tests.helpers import accelerator_python, repack_wheels, repository_mirror, run_device_line
+    from tests.helpers import (JAX_QUICK_XLA_FLAGS, accelerator_python, repack_wheels, repository_mirror,
+                               run_device_line)
     from pretrain.loaded_folder import load_model_folder
 
     repo = repository_mirror(stages.REPO, tmp_path / "repo")
@@ -41,10 +42,10 @@ def test_the_two_device_calls_run_as_printed_then_import_and_finetune_here(tmp_p
     assert len(calls) == 2 and all(len(line) <= 2000 for line in calls)
     assert all(line.startswith(device.PRELUDE) for line in calls)
     assert "--fit-minutes 6" in calls[0] and "--device-finetune" in calls[1]
-    python = accelerator_python(tmp_path / "accelerator")
+    python = accelerator_python(tmp_path / "accelerator")  # this virtualenv's, limited to the image's packages
 
     outs = [tmp_path / "OUT1", tmp_path / "OUT2"]
-    status, output = run_device_line(calls[0], repo, outs[0], python, timeout=600)
+    status, output = run_device_line(calls[0], repo, outs[0], python, 600, JAX_QUICK_XLA_FLAGS)
     assert status == 0, output[-4000:]
     summary = output[output.index("==== summary of the pretraining call"):]
     assert "electra: done; sized to" in summary and "mlm: done; sized to" in summary, output[-4000:]
@@ -61,7 +62,7 @@ def test_the_two_device_calls_run_as_printed_then_import_and_finetune_here(tmp_p
         assert config.num_train_steps == sized[arm]["num_train_steps"] == record["arms"][arm]["run"]["num_train_steps"]
         assert config.num_warmup_steps == max(1, config.num_train_steps // 10)
 
-    status, output = run_device_line(calls[1], repo, outs[1], python, timeout=600)
+    status, output = run_device_line(calls[1], repo, outs[1], python, 600, JAX_QUICK_XLA_FLAGS)
     assert status == 0, output[-4000:]
     summary = output[output.index("==== summary of the finetuning call"):]
     assert summary.count("rte: 1 trial(s), median") == 3, summary
