@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from model import layerwise_decay, lr_schedules, optimizer_rules, optimizers
+from tests.helpers import JAX_QUICK_XLA_FLAGS, LEAN_KERAS
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 TF_ONLY = pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="needs the TensorFlow backend")
@@ -420,9 +421,11 @@ def test_tf_train_checkpoint_round_trips_slots_and_iterations(tmp_path):
 
 
 def run_script(script, backend):
+    """`script` in a fresh Python under `backend`, started as the commands start (tests.helpers.LEAN_KERAS), JAX
+    at its quickest compile."""
     env = dict(os.environ, KERAS_BACKEND=backend, PYTHONPATH=str(REPO_ROOT), TF_CPP_MIN_LOG_LEVEL="3",
-               JAX_PLATFORMS="cpu")
-    done = subprocess.run([sys.executable, "-c", textwrap.dedent(script)], env=env, cwd=REPO_ROOT,
+               JAX_PLATFORMS="cpu", XLA_FLAGS=JAX_QUICK_XLA_FLAGS)
+    done = subprocess.run([sys.executable, "-c", LEAN_KERAS + textwrap.dedent(script)], env=env, cwd=REPO_ROOT,
                           capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
