@@ -17,8 +17,8 @@ missing, and both fall back as they do without them. No command here uses those 
 the user, they import as usual; JAX is left alone when Keras's backend is JAX or JAX is already imported.
 
 Under KERAS_BACKEND=jax no TensorFlow is imported, and Keras itself imports scikit-learn and matplotlib:
-lean_keras_import() (which quiet_tensorflow() calls) leaves them out of `import keras` the same way. That is 1.5 of
-4 CPU s of a JAX process's `import jax, keras` (docs/benchmarks.md): every JAX command, device call and test process.
+lean_keras_import() (which quiet_tensorflow() calls) leaves them out of `import keras` the same way: about 2 of the
+5 CPU s of a JAX process's `import jax, keras` (docs/benchmarks.md), in every JAX command, device call and test.
 """
 import importlib.abc
 import importlib.util

@@ -110,7 +110,7 @@ JAX_QUICK_XLA_FLAGS = quick_xla_flags()
 
 
 # A test script's first lines, as a command's are (common.quiet): Keras imports without scikit-learn and matplotlib,
-# 1.5 of a JAX process's 4 CPU s of imports.
+# about 2 of a JAX process's 5 CPU s of imports.
 LEAN_KERAS = "from common.quiet import lean_keras_import\nlean_keras_import()\n"
 
 
