@@ -91,4 +91,7 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
+    from common.quiet import quiet_tensorflow
+
+    quiet_tensorflow()  # as the commands start: TensorFlow's start-up lines hidden, its import lean
     main()
