@@ -572,5 +572,9 @@ def run_options(out, **values):
 def without_tensorflow():
     """Keeps this process from importing TensorFlow where it is installed: Keras imports it only to seed it
     (keras.utils.set_random_seed), which costs seconds and memory per process, and the JAX path must run
-    as it runs on machines without it. A process that has imported TensorFlow already keeps it."""
+    as it runs on machines without it. A process that has imported TensorFlow already keeps it. Keras, if not
+    imported yet, then imports without scikit-learn and matplotlib (common.quiet.lean_keras_import)."""
+    from common.quiet import lean_keras_import
+
     sys.modules.setdefault("tensorflow", None)
+    lean_keras_import()

@@ -87,8 +87,6 @@ def main(argv=None):
     if args.dry_run:  # before Keras: it reads the export and resolves, nothing more
         return dry_run(args)
     os.environ.setdefault("KERAS_BACKEND", "jax")  # here, not at import: a TensorFlow process imports this module
-    from common.quiet import lean_keras_import
-    lean_keras_import()  # Keras without scikit-learn and matplotlib, as the commands import it
     without_tensorflow()
     import keras
 

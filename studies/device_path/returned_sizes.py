@@ -9,7 +9,6 @@ import argparse
 import os
 import pathlib
 import shutil
-import sys
 
 
 def main(argv=None):
@@ -20,9 +19,9 @@ def main(argv=None):
     parser.add_argument("--one-model", action="store_true", help="without the MLM baseline")
     args = parser.parse_args(argv)
     os.environ.setdefault("KERAS_BACKEND", "jax")
-    from common.quiet import lean_keras_import
-    lean_keras_import()  # Keras without scikit-learn and matplotlib, as the commands import it
-    sys.modules.setdefault("tensorflow", None)  # as on the GPU machine
+    from training_jax.pretrain import without_tensorflow
+
+    without_tensorflow()  # as on the GPU machine
     from configs.pretraining_config import PretrainingConfig
     from pretrain.builder import build_pretrainer
     from studies.device_path.run import MLM, MOST_BYTES, MOST_FILES, write_back

@@ -153,8 +153,6 @@ def on_the_accelerator(args):
     from training_jax.pretrain import without_tensorflow
 
     os.environ.setdefault("KERAS_BACKEND", "jax")
-    from common.quiet import lean_keras_import
-    lean_keras_import()  # Keras without scikit-learn and matplotlib, as the commands import it
     without_tensorflow()
     if args.device_size:
         size_on_device(args.device_size, args.minutes or DEFAULT_MINUTES)
