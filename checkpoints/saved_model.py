@@ -105,7 +105,7 @@ class ServingModule(tf.Module):
         self._score_range = tuple(score_range) if score_range else (0.0, 1.0)
         names = ("text_a", "text_b") if is_pair else ("text",)
         signature = [tf.TensorSpec([None], tf.string, name=name) for name in names]
-        self.serve = tf.function(self._predict, input_signature=signature)
+        self.serve = tf.function(self._predict, input_signature=signature, autograph=False)
 
     def _predict(self, *texts):
         logits = tf.cast(self.model(self._encode(texts), training=False), tf.float32)

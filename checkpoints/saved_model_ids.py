@@ -52,7 +52,7 @@ def ids_function(model, info):
             outputs = outputs * high + low
         return {"logits": outputs}
 
-    return tf.function(serve, input_signature=signature)
+    return tf.function(serve, input_signature=signature, autograph=False)
 
 
 def serving_info(info, outputs, **extra):
@@ -73,7 +73,8 @@ def frozen_signature(function):
     concrete = function.get_concrete_function()
     names = sorted(concrete.structured_outputs)  # a dict's flattening order
     frozen = convert_variables_to_constants_v2(concrete)
-    serve = tf.function(lambda *inputs: dict(zip(names, frozen(*inputs))), input_signature=function.input_signature)
+    serve = tf.function(lambda *inputs: dict(zip(names, frozen(*inputs))), input_signature=function.input_signature,
+                        autograph=False)
     return frozen, serve.get_concrete_function()
 
 

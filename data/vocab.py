@@ -50,7 +50,7 @@ def count_words(lines: Sequence[str], lower_case: bool = True, strip_accents: bo
     import tensorflow as tf
 
     split = tf.function(lambda strings: tf_bert_words(strings, lower_case, strip_accents).flat_values,
-                        input_signature=[tf.TensorSpec([None], tf.string)])
+                        input_signature=[tf.TensorSpec([None], tf.string)], autograph=False)
     counts: collections.Counter = collections.Counter()
     for start in range(0, len(lines), _COUNT_BATCH_LINES):
         batch = [line.encode("utf-8", "ignore") for line in lines[start:start + _COUNT_BATCH_LINES]]

@@ -11,6 +11,10 @@ variable's chain of elementwise ops (about ten passes over memory each) into one
 backward passes stay TensorFlow's (oneDNN matmuls; XLA's CPU matmuls are slower, docs/benchmarks.md).
 Same numbers within float32 rounding (XLA sums the clipping norm in another order), tested.
 
+No tf.function here uses autograph: the model, the losses and the optimizer branch only on Python values
+(tf.cond where a tensor decides), so converting their code would only cost tracing time (docs/benchmarks.md,
+"Tracing without autograph").
+
 On a CPU, ELECTRA_MATMUL_GRADIENTS=eigen puts the wide weight gradients on TensorFlow's Eigen kernels
 (common/matmul_gradients.py, off by default: 1.03x per update on a Zen 3, within the noise).
 """
@@ -39,7 +43,7 @@ class TFTrainer(BaseTrainer):
         def update(gradients):
             self.optimizer.apply_gradients(zip(gradients, variables))
 
-        return tf.function(update, jit_compile=True) if self.compiled_update else update
+        return tf.function(update, jit_compile=True, autograph=False) if self.compiled_update else update
 
     def update_tracing_counts(self):
         """{task name: times its compiled update was traced} (each trace is one XLA compile)."""
@@ -57,7 +61,7 @@ class TFTrainer(BaseTrainer):
                 return loss
 
             self._train_steps[task.name] = tf.function(step, input_signature=[_signature(batch)],
-                                                       jit_compile=self.config.use_xla)
+                                                       jit_compile=self.config.use_xla, autograph=False)
         return self._train_steps[task.name]
 
     def _predict_fn(self, task, batch):
@@ -66,7 +70,7 @@ class TFTrainer(BaseTrainer):
                 return self.model(inputs, task_name=task.name, training=False)
 
             self._predict_steps[task.name] = tf.function(step, input_signature=[_signature(batch)],
-                                                         jit_compile=self.config.use_xla)
+                                                         jit_compile=self.config.use_xla, autograph=False)
         return self._predict_steps[task.name]
 
     def step(self, task, batch):

@@ -45,7 +45,8 @@ class FolderPredictor:
                                         spm_model=self.info.sp_model, lower_case=self.info.do_lower_case)
         spec = tf.TensorSpec([None, None], tf.int32)
         signature = {"input_ids": spec, "input_mask": spec, "segment_ids": spec}
-        self._forward = tf.function(lambda inputs: self.model(inputs, training=False), input_signature=[signature])
+        self._forward = tf.function(lambda inputs: self.model(inputs, training=False), input_signature=[signature],
+                                    autograph=False)
         if source.kind == "span":
             self.qa = qa_settings(self.info, null_threshold)
 

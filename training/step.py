@@ -74,11 +74,13 @@ class PretrainingSteps:
                                               aggregation=agg, name="loss_scale")
                 self.good_steps = tf.Variable(0, trainable=False, dtype=tf.int64, aggregation=agg,
                                               name="loss_scale_good_steps")
+        # No autograph: the loop over steps is written as a while_loop and the rest branches only on Python
+        # values (tf.cond where a tensor decides), so converting the model's code would only cost tracing time.
         self._forward_backward = tf.function(self._forward_backward_fn, jit_compile=jit_compile,
-                                             reduce_retracing=True)
-        self._train = tf.function(self._train_fn)
+                                             reduce_retracing=True, autograph=False)
+        self._train = tf.function(self._train_fn, autograph=False)
         self._zeros = None
-        self.evaluate = tf.function(self._evaluate_fn)
+        self.evaluate = tf.function(self._evaluate_fn, autograph=False)
 
     def trackables(self):
         """Extra state to checkpoint (the loss scale), as {name: trackable}."""
@@ -175,9 +177,10 @@ class PretrainingSteps:
         return self._train(iterator, tf.constant(num_steps, tf.int64), self._zeros)
 
     def _train_fn(self, iterator, num_steps, zeros):
-        stats = dict(zeros)
-        for _ in tf.range(num_steps):
-            stats = add_stats(stats, self._one_step(iterator))
+        def body(step, stats):
+            return step + 1, add_stats(stats, self._one_step(iterator))
+
+        _, stats = tf.while_loop(lambda step, _: step < num_steps, body, (tf.constant(0, tf.int64), dict(zeros)))
         return stats
 
     def _evaluate_fn(self, batch, index):
