@@ -6,12 +6,10 @@ and data/ alone, and the JAX trainer does not reach into the TensorFlow one. Rea
 nothing is imported here."""
 import ast
 import functools
-import pathlib
 import re
 
-REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
-PRODUCT = ("common", "configs", "data", "model", "pretrain", "pretrain_loop", "storage", "training", "training_jax",
-           "finetune", "checkpoints", "inference", "build_pretraining_dataset", "run_pretraining", "run_finetuning")
+from tests.source_tree import PRODUCT, REPO_ROOT, module_files
+
 NOT_PRODUCT = ("bench", "studies", "tests")
 # What each of these may not import (a package, or a module and what is under it): the storage layer is
 # below every user of a model folder, and the packages that use a folder reach it through storage/, not
@@ -27,18 +25,6 @@ BELOW = {"storage": ("model", "pretrain", "training", "training_jax", "finetune"
 # pretrain_loop is the loop both trainers share: below training/ and training_jax/ (tests/test_pretrain_loop.py
 # also checks that it imports no backend).
 ONLY = {"configs": ("common", "data"), "pretrain_loop": ("common", "data")}
-
-
-def module_files(tops=PRODUCT):
-    """{dotted module name: path} of every module under `tops` (a package's __init__ under the package's name)."""
-    modules = {}
-    for top in tops:
-        script = REPO_ROOT / f"{top}.py"
-        paths = [script] if script.is_file() else sorted((REPO_ROOT / top).rglob("*.py"))
-        for path in paths:
-            parts = path.relative_to(REPO_ROOT).with_suffix("").parts
-            modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
-    return modules
 
 
 @functools.lru_cache(maxsize=None)

@@ -4,7 +4,7 @@ costs tracing time (about a tenth of the electra_small pretraining command's sta
 a tf.function that needs a tensor-dependent branch writes it as tf.cond or tf.while_loop."""
 import ast
 
-from tests.test_import_layers import module_files
+from tests.source_tree import module_files
 
 
 def tf_function_calls(tree):
