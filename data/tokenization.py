@@ -101,7 +101,7 @@ class Tokenizer(abc.ABC):
         if self._encode is None:
             import tensorflow as tf
 
-            # autograph off: tensorflow-text's code needs no conversion, which took a third of the trace
+            # autograph off: tensorflow-text's code needs no conversion, which took a third of the first encode
             self._encode = tf.function(self.tf_tokenize, input_signature=[tf.TensorSpec([None], tf.string)],
                                        autograph=False)
         out: List[np.ndarray] = []

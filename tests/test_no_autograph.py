@@ -23,7 +23,7 @@ def autograph_off(node):
 
 def test_every_product_tf_function_is_traced_without_autograph():
     found, with_autograph = 0, []
-    for module, path in module_files().items():
+    for path in module_files().values():
         for node in tf_function_calls(ast.parse(path.read_text(encoding="utf-8"))):
             found += 1
             if not autograph_off(node):
