@@ -186,6 +186,9 @@ def prepare(args, say=print):
     groups = [[task] for task in tasks] if args.each_task else [tasks]
     configs = [FinetuningConfig.create(args.hparams, pretrained.recipe_size, [t.recipe_name for t in group],
                                        overrides=overrides) for group in groups]
+    if on_jax() and any(config.skip_padding for config in configs):
+        raise InputError("--hparams skip_padding: TensorFlow's option (a jitted JAX step needs the batch's shape, "
+                         "not its count of real tokens); leave it out under KERAS_BACKEND=jax")
     limit = pretrained.model_config.max_position_embeddings
     if configs[0].max_seq_length > limit:
         raise InputError(f"--hparams max_seq_length {configs[0].max_seq_length} exceeds the model's "

@@ -32,6 +32,9 @@ ours on [CLS], about 0.1% of the model's multiply-adds at these lengths).
    --train-steps timed updates after --warmup-steps untimed ones. --train-settings picks the settings;
    "random-inline" is ours with TFTrainer's compiled_update off (the optimizer update run inline in the
    step, as before it was compiled), so the step before and after can be compared in one run;
+   Ours under TensorFlow runs the encoder's per-position work on the real tokens' rows only (skip_padding, the
+   fine-tuning default there: model/unpadding.py); "random-every-position" turns that off (every position
+   computed, as the original and Hugging Face do) to compare the two in one run.
    "random-no-onednn" is ours without oneDNN turned on (TensorFlow's default kernels where it leaves it off);
    "random-eigen-gradients" ours with the wide weight gradients on TensorFlow's Eigen kernels
    (ELECTRA_MATMUL_GRADIENTS=eigen, common/matmul_gradients.py).
@@ -266,13 +269,15 @@ def train_updates(args, jax_backend):
     from finetune.model import FinetuningModel, make_head
     from finetune.pretrained import build_encoder, read_model_folder
     from finetune.registry import get_task
+    from finetune.trials import skips_padding
     from model.matmul import matmul_dtype_of, set_matmul_dtype
 
     pretrained = read_model_folder(pathlib.Path(args.folder))
     task = get_task("sst")
     config = FinetuningConfig.create({"length_bucketing": True, "bucket_pool_batches": args.pool_batches,
                                       "pad_to_multiple": getattr(args, "pad_to_multiple", 0),
-                                      "matmul_dtype": getattr(args, "matmul_dtype", "float32")},
+                                      "matmul_dtype": getattr(args, "matmul_dtype", "float32"),
+                                      "skip_padding": getattr(args, "skip_padding", None)},
                                      pretrained.recipe_size, ["sst"])
     config = dataclasses.replace(config, train_batch_size=32)
     features = task.featurize(task.read(pathlib.Path(args.shared) / "glue", "train"), pretrained.tokenizer(), config,
@@ -280,7 +285,8 @@ def train_updates(args, jax_backend):
     keras.utils.set_random_seed(args.seed)
     encoder = build_encoder(pretrained.model_config, dtype=getattr(args, "dtype", "float32"))
     model = FinetuningModel(encoder, {"sst": make_head(task, encoder.hidden_size, config, encoder.dtype_policy)})
-    set_matmul_dtype(model, config.matmul_dtype)  # as finetune.trials.TrialRunner sets it
+    set_matmul_dtype(model, config.matmul_dtype)  # as finetune.trials.TrialRunner sets them
+    encoder.skip_padding = skips_padding(config)
     optimizer = build_optimizer(config, 10000, encoder.num_layers)
     if jax_backend:
         from training_jax.finetune import JaxTrainer
@@ -503,6 +509,8 @@ def predictions(args):
 TRAIN_SETTINGS = {
     "bucketed": ("ours, bucketed (pools of 50)", "ours-train", {"pool_batches": 50}),
     "random": ("ours, random batches padded to their longest", "ours-train", {"pool_batches": 1}),
+    "random-every-position": ("ours, random batches padded to their longest, skip_padding off (every position, as "
+                              "before 2026-11-30's default)", "ours-train", {"pool_batches": 1, "skip_padding": False}),
     "random-inline": ("ours, random batches, the optimizer update inline (compiled_update off: the step before)",
                       "ours-train", {"pool_batches": 1, "compiled_update": False}),
     "jax-random": ("ours under KERAS_BACKEND=jax, random batches padded to their longest rounded up to a multiple "
@@ -530,6 +538,9 @@ TRAIN_SETTINGS = {
 # (numerator, denominator, what the ratio compares), printed when both were measured
 TRAIN_RATIOS = (("bucketed", "hf", "ours bucketed / Hugging Face dynamic padding"),
                 ("random", "hf", "ours random batches / Hugging Face dynamic padding (the same padding)"),
+                ("random-every-position", "hf", "ours random batches, every position / Hugging Face dynamic padding"),
+                ("random", "random-every-position", "ours random batches: the real tokens' rows (skip_padding, the "
+                                                    "default) / every position"),
                 ("random-inline", "hf", "ours random batches, update inline / Hugging Face dynamic padding"),
                 ("random", "random-inline", "ours random batches: compiled update / update inline"),
                 ("jax-random", "hf", "ours under JAX, random batches (lengths to a multiple of 16) / Hugging Face "

@@ -78,6 +78,10 @@ class FinetuningConfig:
     length_bucketing: bool = False
     bucket_pool_batches: int = 50  # training batches drawn from one length-sorted pool (1: the fixed batches)
     pad_to_multiple: int = 0  # > 0: bucketed lengths rounded up to a multiple (few shapes for JAX's jit)
+    # the encoder's per-position work on the real tokens' rows only, not the padding (model/unpadding.py): the same
+    # function within float32 rounding, its dropout masks drawn for the rows. None: on under TensorFlow, off under
+    # JAX (whose jitted step needs fixed shapes; True there is refused); False: every position, as the original
+    skip_padding: Optional[bool] = None
     skip_bad_rows: bool = False  # a row that cannot be parsed: stop (False) or skip it, reported per file
 
     # --- question answering

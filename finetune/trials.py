@@ -87,6 +87,14 @@ class StartedTrial:
     reporter: object = None
 
 
+def skips_padding(config):
+    """config.skip_padding, its default (None) resolved: on where the backend takes a step's real-token count
+    (TensorFlow), off under JAX."""
+    if config.skip_padding is not None:
+        return config.skip_padding
+    return keras.backend.backend() == "tensorflow"
+
+
 class TrialRunner:
     """`trainer_class(model, tasks, optimizer, config)`: a finetune.loop.BaseTrainer (default TFTrainer);
     `load_encoder(pretrained)`: the encoder each trial starts from; `results_dir`: where
@@ -126,6 +134,7 @@ class TrialRunner:
         model = FinetuningModel(encoder, {t.name: make_head(t, encoder.hidden_size, config, encoder.dtype_policy)
                                           for t in tasks})
         set_matmul_dtype(model, config.matmul_dtype)  # the encoder and heads' dense products (model/matmul.py)
+        encoder.skip_padding = skips_padding(config)  # model/unpadding.py
         trainer = self.trainer_class(model, tasks, build_optimizer(config, self.num_steps, encoder.num_layers),
                                      config)
         reporter = self.reporter_factory(trial) if self.reporter_factory else None

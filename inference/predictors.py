@@ -41,6 +41,7 @@ class FolderPredictor:
 
         self.source, self.batch_size = source, batch_size
         self.model, self.info = load_finetuned_model(source.path)
+        self.model.encoder.skip_padding = True  # as fine-tuning evaluated it under TensorFlow (model/unpadding.py)
         self.tokenizer = load_tokenizer(vocab_file=None if self.info.sp_model else self.info.vocab_file,
                                         spm_model=self.info.sp_model, lower_case=self.info.do_lower_case)
         spec = tf.TensorSpec([None, None], tf.int32)

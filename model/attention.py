@@ -37,6 +37,7 @@ from keras import ops
 
 from model.initializers import truncated_normal
 from model.matmul import Dense, check_matmul_dtype, operand_dtype
+from model.unpadding import gather_rows, scatter_rows
 
 _MASKED_LOGIT = -1e9  # exp() underflows to exactly 0 in float32, and never overflows
 CAUSAL_DIRECTIONS = ("ltr", "rtl")
@@ -189,8 +190,13 @@ class SelfAttention(keras.layers.Layer):
         projected = ops.add(product, bias)
         return tuple(ops.split(projected, 3, axis=-1))  # one split: TF's slice gradients cost 8% of a step
 
-    def call(self, hidden, input_mask, training=False, use_fused=None):
-        query, key, value = (self._split_heads(x) for x in self.project_qkv(hidden))
+    def call(self, hidden, input_mask, training=False, use_fused=None, real_rows=None):
+        """`real_rows` (the encoder's skip_padding, model/unpadding.py): `hidden` is the real tokens' rows
+        [tokens, hidden], and so is what this returns; the attention itself runs padded."""
+        projected = self.project_qkv(hidden)
+        if real_rows is not None:
+            projected = (scatter_rows(x, real_rows, input_mask) for x in projected)
+        query, key, value = (self._split_heads(x) for x in projected)
         mask = attention_mask(input_mask, self.causal)
         scale = 1.0 / math.sqrt(self.head_size)
         if use_fused is None:
@@ -208,7 +214,8 @@ class SelfAttention(keras.layers.Layer):
         else:
             context = explicit_attention(query, key, value, mask, scale, self.probs_dropout, training)
         batch, seq = ops.shape(context)[0], ops.shape(context)[1]
-        return ops.reshape(context, (batch, seq, self.hidden_size))
+        context = ops.reshape(context, (batch, seq, self.hidden_size))
+        return context if real_rows is None else gather_rows(context, real_rows)
 
     def get_config(self):
         config = super().get_config()

@@ -12,6 +12,7 @@ from model.initializers import glorot_uniform
 from model.layer_scan import scan_layers
 from model.matmul import Dense, matmul_dtype_of
 from model.transformer import TransformerLayer
+from model.unpadding import gather_rows, real_token_rows, scatter_rows
 
 
 class BertEncoder(keras.Model):
@@ -35,7 +36,12 @@ class BertEncoder(keras.Model):
     `matmul_dtype`: "float32" (the original) or "bfloat16": the operands' dtype of every dense projection's product
     under a float32 compute dtype (model/matmul.py; ignored under a 16-bit policy); model.matmul.set_matmul_dtype
     sets it on a built model.
+    `skip_padding` (an attribute, False by default: the original computes every position): the layers' per-position
+    work runs on the real tokens' rows only, and padding positions come out as zeros (model/unpadding.py;
+    TensorFlow only). Set on a built encoder, as fine-tuning's config does; not saved with it.
     """
+
+    skip_padding = False
 
     def __init__(self, vocab_size, hidden_size, num_layers, num_heads, intermediate_size,
                  embedding_size=None, max_position_embeddings=512, type_vocab_size=2, dropout=0.1,
@@ -129,6 +135,8 @@ class BertEncoder(keras.Model):
         segment_ids = ops.cast(inputs["segment_ids"], "int32")
         word_table = self.word_table() if self.gdes_embeddings else None
         hidden = self.embeddings(input_ids, segment_ids, training=training, word_embeddings=word_table)
+        if self.skip_padding:
+            return self._call_real_rows(hidden, input_mask, training, return_all_layers, use_fused_attention)
         if self.embeddings_project is not None:
             hidden = self.embeddings_project(hidden)
         layers, outputs = self.transformer_layers, []
@@ -146,6 +154,23 @@ class BertEncoder(keras.Model):
             hidden = layer(hidden, input_mask, training=training, use_fused_attention=use_fused_attention)
             outputs.append(hidden)
         return outputs if return_all_layers else hidden
+
+    def _call_real_rows(self, embedded, input_mask, training, return_all_layers, use_fused_attention):
+        """call's layers under skip_padding: on the real tokens' rows, scattered back at the end."""
+        if self.scan_layers:
+            raise ValueError("skip_padding runs the layers unrolled: it cannot be combined with scan_layers")
+        real_rows = real_token_rows(input_mask)
+        hidden = gather_rows(embedded, real_rows)
+        if self.embeddings_project is not None:
+            hidden = self.embeddings_project(hidden)
+        outputs = []
+        for layer in self.transformer_layers:
+            hidden = layer(hidden, input_mask, training=training, use_fused_attention=use_fused_attention,
+                           real_rows=real_rows)
+            outputs.append(hidden)
+        if return_all_layers:
+            return [scatter_rows(output, real_rows, input_mask) for output in outputs]
+        return scatter_rows(hidden, real_rows, input_mask)
 
     def get_config(self):
         """Constructor arguments; a shared `embeddings` layer is not serialised (builders re-share)."""

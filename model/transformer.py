@@ -65,8 +65,10 @@ class TransformerLayer(keras.layers.Layer):
             self.output_layer_norm.build(hidden_shape)
         self.built = True
 
-    def call(self, hidden, input_mask, training=False, use_fused_attention=None):
-        context = self.attention_self(hidden, input_mask, training=training, use_fused=use_fused_attention)
+    def call(self, hidden, input_mask, training=False, use_fused_attention=None, real_rows=None):
+        """`real_rows`: `hidden` is the real tokens' rows [tokens, hidden] (model/unpadding.py)."""
+        context = self.attention_self(hidden, input_mask, training=training, use_fused=use_fused_attention,
+                                      real_rows=real_rows)
         attention = self.attention_output_dropout(self.attention_output_dense(context), training=training)
         attention = self.attention_output_layer_norm(ops.add(attention, hidden))
         intermediate = self.intermediate_dense(attention)

@@ -76,10 +76,13 @@ def max_diff(ours, theirs, mask):
     return float(np.max(np.abs(ours[selected] - theirs[selected])))
 
 
-def micro_model_folder(data_dir, vocab_file, step, name="tiny", num_layers=2):
+def micro_model_folder(data_dir, vocab_file, step, name="tiny", num_layers=2, seed=0):
     """<data_dir>/models/<name>/: a micro pretrained model (`num_layers` layers, the given vocabulary: BERT's in
     the real-data tier) written as run_pretraining.py writes one (storage.model_folder), at checkpoint `step`.
-    One layer traces and compiles in about half the time, for tests whose claims hold for any depth."""
+    One layer traces and compiles in about half the time, for tests whose claims hold for any depth. Its weights
+    are drawn from `seed`, not from whatever state the tests before it left Python's random in."""
+    import keras
+
     from configs.pretraining_config import PretrainingConfig
     from pretrain.builder import build_pretrainer
     from storage.model_folder import write_model_folder
@@ -89,4 +92,5 @@ def micro_model_folder(data_dir, vocab_file, step, name="tiny", num_layers=2):
     config = PretrainingConfig.create({"model_size": "electra_tiny", "model_hparam_overrides": overrides,
                                        "model_name": name})
     folder = pathlib.Path(data_dir) / "models" / name
+    keras.utils.set_random_seed(seed)
     return write_model_folder(folder, config, build_pretrainer(config), vocab_file, step=step)

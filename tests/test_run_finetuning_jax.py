@@ -160,8 +160,10 @@ def test_bad_input_gets_one_line_and_exit_code_2(folders, tmp_path):
                                                           "unrecognized arguments"),
              "config against checkpoint": ("mismatch", ["--task", "rte"], "do not match this model"),
              "damaged checkpoint": ("damaged", ["--task", "rte"], "ckpt-1.data-00000-of-00001: damaged"),
-             "no such model": ("none", ["--task", "rte"], "no such model folder")}
-    # the five commands in one process (each a process of its own cost ~6 s of start-up), each with its own log
+             "no such model": ("none", ["--task", "rte"], "no such model folder"),
+             "TensorFlow's skip_padding": ("micro", ["--task", "rte", "--hparams", '{"skip_padding": true}'],
+                                           "skip_padding: TensorFlow's option")}
+    # the six commands in one process (each a process of its own cost ~6 s of start-up), each with its own log
     # and exit status; the last one's status is the process's
     commands = [(str(tmp_path / f"bad{number}.log"),
                  command_args(root / "data", model, root / "glue", flags[flags.index("--task") + 1], *flags[2:]))

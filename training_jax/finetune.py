@@ -79,6 +79,9 @@ class JaxTrainer(BaseTrainer):
 
     def __init__(self, model, tasks, optimizer, config, programs=PROGRAMS, fixed_shapes=True, sized_steps=True,
                  block_steps=0, buckets=None, compile_ahead=False, placement=None):
+        if config.skip_padding:
+            raise ValueError("skip_padding is TensorFlow's option (model/unpadding.py): a jitted step needs fixed "
+                             "shapes")
         super().__init__(model, tasks, optimizer, config)
         self._state = None
         self.block_steps, self.buckets, self.compile_ahead = block_steps, buckets, compile_ahead
