@@ -34,7 +34,8 @@ ours on [CLS], about 0.1% of the model's multiply-adds at these lengths).
    step, as before it was compiled), so the step before and after can be compared in one run;
    Ours under TensorFlow runs the encoder's per-position work on the real tokens' rows only (skip_padding, the
    fine-tuning default there: model/unpadding.py); "random-every-position" turns that off (every position
-   computed, as the original and Hugging Face do) to compare the two in one run.
+   computed, as the original and Hugging Face do) to compare the two in one run; "fixed" and
+   "fixed-every-position" do the same on the original's batches (length_bucketing off: each padded to 128).
    "random-no-onednn" is ours without oneDNN turned on (TensorFlow's default kernels where it leaves it off);
    "random-eigen-gradients" ours with the wide weight gradients on TensorFlow's Eigen kernels
    (ELECTRA_MATMUL_GRADIENTS=eigen, common/matmul_gradients.py).
@@ -274,7 +275,8 @@ def train_updates(args, jax_backend):
 
     pretrained = read_model_folder(pathlib.Path(args.folder))
     task = get_task("sst")
-    config = FinetuningConfig.create({"length_bucketing": True, "bucket_pool_batches": args.pool_batches,
+    config = FinetuningConfig.create({"length_bucketing": getattr(args, "length_bucketing", True),
+                                      "bucket_pool_batches": args.pool_batches,
                                       "pad_to_multiple": getattr(args, "pad_to_multiple", 0),
                                       "matmul_dtype": getattr(args, "matmul_dtype", "float32"),
                                       "skip_padding": getattr(args, "skip_padding", None)},
@@ -511,6 +513,10 @@ TRAIN_SETTINGS = {
     "random": ("ours, random batches padded to their longest", "ours-train", {"pool_batches": 1}),
     "random-every-position": ("ours, random batches padded to their longest, skip_padding off (every position, as "
                               "before 2026-11-30's default)", "ours-train", {"pool_batches": 1, "skip_padding": False}),
+    "fixed": ("ours, the original's fixed batches (length_bucketing off: every batch padded to 128)", "ours-train",
+              {"pool_batches": 1, "length_bucketing": False}),
+    "fixed-every-position": ("ours, the original's fixed batches, skip_padding off (every position)", "ours-train",
+                             {"pool_batches": 1, "length_bucketing": False, "skip_padding": False}),
     "random-inline": ("ours, random batches, the optimizer update inline (compiled_update off: the step before)",
                       "ours-train", {"pool_batches": 1, "compiled_update": False}),
     "jax-random": ("ours under KERAS_BACKEND=jax, random batches padded to their longest rounded up to a multiple "
@@ -541,6 +547,8 @@ TRAIN_RATIOS = (("bucketed", "hf", "ours bucketed / Hugging Face dynamic padding
                 ("random-every-position", "hf", "ours random batches, every position / Hugging Face dynamic padding"),
                 ("random", "random-every-position", "ours random batches: the real tokens' rows (skip_padding, the "
                                                     "default) / every position"),
+                ("fixed", "fixed-every-position", "ours fixed batches (padded to 128): the real tokens' rows / every "
+                                                  "position"),
                 ("random-inline", "hf", "ours random batches, update inline / Hugging Face dynamic padding"),
                 ("random", "random-inline", "ours random batches: compiled update / update inline"),
                 ("jax-random", "hf", "ours under JAX, random batches (lengths to a multiple of 16) / Hugging Face "
