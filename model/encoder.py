@@ -159,6 +159,9 @@ class BertEncoder(keras.Model):
         """call's layers under skip_padding: on the real tokens' rows, scattered back at the end."""
         if self.scan_layers:
             raise ValueError("skip_padding runs the layers unrolled: it cannot be combined with scan_layers")
+        if self.causal is not None:
+            raise ValueError(f"skip_padding with a causal ({self.causal}) encoder: its padding queries' outputs are "
+                             "used (model/attention.py), and skip_padding does not compute them")
         real_rows = real_token_rows(input_mask)
         hidden = gather_rows(embedded, real_rows)
         if self.embeddings_project is not None:

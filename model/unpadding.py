@@ -1,8 +1,9 @@
-"""The real tokens' rows only: the encoder's `skip_padding` option (off by default, as the original).
+"""The real tokens' rows only: the encoder's `skip_padding` attribute (off on a new encoder, as in the original;
+fine-tuning turns it on under TensorFlow: configs/finetuning_config.py).
 
 In a transformer layer only the attention mixes positions; its projections, GELU, LayerNorm and dropout work on
 each position alone. So they can run on the real tokens' rows, [tokens, hidden], instead of [batch, seq, hidden],
-and only the attention needs the padded layout, which one scatter gives it. Fine-tuning's random batches are
+and only the attention needs the padded layout, which a scatter of its query, key and value gives it. Fine-tuning's random batches are
 padded to their longest: on SST-2 about a third of the positions are real tokens, so two thirds of those products
 were padding.
 
@@ -10,7 +11,8 @@ A real token's output is the same function of the inputs as without the option: 
 masked either way, and no row reads another's. Within float32 rounding, not bit for bit (the products' shapes
 differ), and dropout draws its masks for the rows it has, so a trained run's random numbers differ from the padded
 encoder's. Padding positions' outputs are zeros instead of what the padded encoder computes for them: a head that
-reads them unmasked would change (the fine-tuning heads mask them or read the first token only).
+reads them unmasked would change (the fine-tuning heads mask them or read the first token only), and so would a
+causal encoder, whose padding queries' outputs are used (model/attention.py), so the encoder refuses that pairing.
 
 The number of real tokens is known only when the step runs: TensorFlow's graphs and eager calls can take it; a
 jitted JAX program cannot (its shapes are fixed when it compiles), so the option is TensorFlow's.

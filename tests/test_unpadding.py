@@ -74,10 +74,11 @@ def test_training_with_dropout_keeps_padding_zero_and_draws_masks_for_the_rows()
     assert not np.allclose(trained * mask, evaluated * mask, atol=1e-3)  # dropout acted on the rows
 
 
-def test_scan_layers_is_refused():
-    encoder = micro_encoder(scan_layers=True)
+@pytest.mark.parametrize("option, refusal", [({"scan_layers": True}, "scan_layers"), ({"causal": "rtl"}, "causal")])
+def test_scan_layers_and_causal_encoders_are_refused(option, refusal):
+    encoder = micro_encoder(**option)
     encoder.skip_padding = True
-    with pytest.raises(ValueError, match="scan_layers"):
+    with pytest.raises(ValueError, match=refusal):
         encoder(ragged_inputs())
 
 
