@@ -165,12 +165,15 @@ def _save(module, output, overwrite, task, label_names, is_pair, max_seq_length)
     return info
 
 
-def export_finetuned(folder, output, overwrite=False):
+def export_finetuned(folder, output, overwrite=False, skip_padding=True):
     """--format saved_model: a fine-tuned model folder (read by finetune.saved.load_finetuned_model) → a
-    SavedModel serving raw strings. Classification, regression and tagging heads (not SQuAD's spans)."""
+    SavedModel serving raw strings. Classification, regression and tagging heads (not SQuAD's spans).
+    `skip_padding`: the encoder computes the real tokens' rows only (model/unpadding.py): the graph pads every
+    input to max_seq_length (bench.saved_model_padding measures both)."""
     from finetune.saved import load_finetuned_model
 
     model, info = load_finetuned_model(folder)
+    model.encoder.skip_padding = skip_padding
     if info.kind not in ("classification", "regression", "tagging"):
         raise InputError(f"--model-dir {folder}: a {info.task} model ({info.kind} head); the SavedModel export "
                          "serves sentence(-pair) classifiers, regressors and taggers")

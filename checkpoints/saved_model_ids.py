@@ -83,6 +83,9 @@ def export_ids_saved_model(folder, output, overwrite=False):
     import tensorflow as tf
 
     model, info = load_exportable(folder, "saved_model_ids")
+    # a client's padding costs nothing past the gather (model/unpadding.py); the span head's beams keep every
+    # position: a short window's beam reaches into padding, whose masked log-probabilities (about -1000) it returns
+    model.encoder.skip_padding = info.kind != "span"
     module = tf.Module(name="electra_ids")
     module.frozen, serving = frozen_signature(ids_function(model, info))
     description = serving_info(info, serving.structured_outputs)

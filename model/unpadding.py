@@ -1,11 +1,11 @@
 """The real tokens' rows only: the encoder's `skip_padding` attribute (off on a new encoder, as in the original;
-fine-tuning turns it on under TensorFlow: configs/finetuning_config.py).
+on under TensorFlow in fine-tuning (configs/finetuning_config.py), inference.predict and the SavedModel exports).
 
 In a transformer layer only the attention mixes positions; its projections, GELU, LayerNorm and dropout work on
 each position alone. So they can run on the real tokens' rows, [tokens, hidden], instead of [batch, seq, hidden],
-and only the attention needs the padded layout, which a scatter of its query, key and value gives it. Fine-tuning's random batches are
-padded to their longest: on SST-2 about a third of the positions are real tokens, so two thirds of those products
-were padding.
+and only the attention needs the padded layout, which a scatter of its query, key and value gives it.
+Fine-tuning's random batches are padded to their longest: on SST-2 about a third of the positions are real
+tokens, so two thirds of those products were padding (nine tenths at the original's fixed length of 128).
 
 A real token's output is the same function of the inputs as without the option: the attention's padding keys are
 masked either way, and no row reads another's. Within float32 rounding, not bit for bit (the products' shapes

@@ -468,3 +468,13 @@ def write_micro_model_folder(folder, vocab_file, num_layers=1):
     weights = {variable.path: np.asarray(variable.numpy()) for variable in encoder.weights}
     model_folder.write_weights_checkpoint(folder, 1, weights, config, vocab_file)
     return config
+
+
+def saved_model_ops(folder):
+    """Every op type in a SavedModel's graph and its functions (read from saved_model.pb, nothing loaded)."""
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    proto = saved_model_pb2.SavedModel()
+    proto.ParseFromString((pathlib.Path(folder) / "saved_model.pb").read_bytes())
+    graph = proto.meta_graphs[0].graph_def
+    return {node.op for node in graph.node} | {node.op for f in graph.library.function for node in f.node_def}

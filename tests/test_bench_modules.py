@@ -43,6 +43,7 @@ COVERED_BY = {
     "pretrain_step_gpu": "tests/test_bench_gpu_speed.py",
     "profile_step_cpu": "tests/test_bench_profile.py",
     "record_reader_speed": "tests/test_record_reader.py",
+    "saved_model_padding": HERE,
     "step_hlo_cpu": HERE,
     "suite_cost": "tests/test_bench_suite_cost.py",
     "synthetic_glue": HERE,
@@ -248,6 +249,21 @@ def test_predict_vs_hf(predict_work_dir, shared_stand_in, monkeypatch, capsys):
     # the setting reaches the worker's model through the product's option, and only that setting's
     assert table["train"]["matmul_dtypes"] == {"random": "float32", "random-bf16": "float32",
                                                "random-bf16-matmuls": "bfloat16"}
+
+
+def test_saved_model_padding(predict_work_dir, shared_stand_in, monkeypatch, capsys):
+    from bench import saved_model_padding
+
+    monkeypatch.setenv("ELECTRA_SHARED_DATA", str(shared_stand_in))
+    folder = next((predict_work_dir / "data").glob("models/*/finetuning_models/sst_model_1"))
+    result = saved_model_padding.main(["--model-dir", str(folder), "--work-dir", str(predict_work_dir / "served"),
+                                       "--rows", "12", "--batch-size", "8", "--repeats", "1", "--threads", "1"])
+    printed = capsys.readouterr().out
+    for label in ("every position", "the real tokens' rows"):
+        line = next(line for line in printed.splitlines() if line.strip().startswith(f"{label}:"))
+        assert_finite_positive(numbers(line.split(":", 1)[1]))
+    assert "the real tokens' rows / every position" in printed and math.isfinite(result["ratio"])
+    assert result["max_difference"] < 1e-4  # the same function; different graphs (model/unpadding.py)
 
 
 def test_bf16_dev_score(tmp_path, shared_stand_in, monkeypatch, capsys):

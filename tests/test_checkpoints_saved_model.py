@@ -9,6 +9,8 @@ import types
 import numpy as np
 import pytest
 
+from tests.helpers import saved_model_ops
+
 MAX_SEQ_LENGTH = 24
 
 
@@ -156,6 +158,7 @@ def test_finetuned_regression_pair_through_the_cli(tmp_path, shared_data, tokeni
     output = tmp_path / "served" / "1"
     export.main(["--model-dir", str(folder), "--format", "saved_model", "--output", str(output)])
     assert "text_a, text_b" in capsys.readouterr().out
+    assert "ScatterNd" in saved_model_ops(output)  # padded to max_seq_length, computed on the real tokens' rows
     first, second = glue_rows(shared_data, "STS-B", ["sentence1", "sentence2"], 8)
     long_text = " ".join(first)
     assert len(tokenizer.encode(long_text)) > 2 * MAX_SEQ_LENGTH

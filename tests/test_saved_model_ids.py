@@ -46,13 +46,12 @@ def test_saved_model_cli_runs_it(exported, tmp_path):
 
 
 def test_no_tensorflow_text_op_in_the_graph(exported):
-    from tensorflow.core.protobuf import saved_model_pb2
+    from tests.helpers import saved_model_ops
 
-    proto = saved_model_pb2.SavedModel()
-    proto.ParseFromString((exported["classification"][1] / "saved_model.pb").read_bytes())
-    graph = proto.meta_graphs[0].graph_def
-    ops = {node.op for node in graph.node} | {node.op for f in graph.library.function for node in f.node_def}
+    ops = saved_model_ops(exported["classification"][1])
     assert "MatMul" in ops or "BatchMatMulV2" in ops  # the model is in there
+    assert "ScatterNd" in ops  # the real tokens' rows only (model/unpadding.py): a client's padding is skipped
+    assert "ScatterNd" not in saved_model_ops(exported["span"][1])  # the span beams compute every position
     assert not [op for op in ops if op.startswith(TEXT_OPS)]
     info = json.loads((exported["classification"][1] / "electra_ids_serving.json").read_text())
     assert info["inputs"] == ["input_ids", "attention_mask", "token_type_ids"] and info["outputs"] == ["logits"]
