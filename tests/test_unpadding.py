@@ -61,7 +61,7 @@ def test_the_gradients_are_the_padded_encoders():
     encoder.skip_padding = True
     for expected, got in zip(every, gradients()):
         np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-6)
-    assert all(np.any(g) for g in every[:1])
+    assert np.any(every[0])  # the first variable's gradient is not trivially zero
 
 
 def test_training_with_dropout_keeps_padding_zero_and_draws_masks_for_the_rows():
@@ -118,4 +118,4 @@ def test_a_trial_sets_the_option_on_its_encoder_and_jax_refuses_it_when_asked(tm
                              load_encoder=lambda pretrained: encoder)
         assert runner.start_trial(0).encoder.skip_padding == (skip is not False)
     with pytest.raises(ValueError, match="TensorFlow's option"):
-        JaxTrainer(None, [task], None, config)  # True: the last config
+        JaxTrainer(None, [task], None, FinetuningConfig.create({"skip_padding": True}))
