@@ -9,6 +9,8 @@
     model/matmul.py; its "own-precision peak" the bfloat16 one);
     tf-fp32-eigen-gradients: the wide weight gradients on TensorFlow's Eigen kernels instead of oneDNN's
     (ELECTRA_MATMUL_GRADIENTS=eigen, common/matmul_gradients.py);
+    tf-fp32-autodiff: LayerNorm's and GELU's gradients as autodiff builds them instead of the hand-written ones
+    (ELECTRA_ELEMENTWISE_GRADIENTS=autodiff, model/elementwise_gradients.py);
     hf-bf16: Hugging Face's step with its forward passes under torch.autocast(bfloat16), the anchor of the bf16 rows)
 
 One run measures, each in its own subprocess (so TensorFlow's and PyTorch's thread pools never
@@ -46,7 +48,8 @@ from bench.worker_process import print_result, run_worker
 
 
 VARIANTS = ("tf-fp32-xla", "tf-fp32", "tf-fp32-fuse", "tf-bf16-xla", "tf-bf16", "tf-bf16-fuse", "hf-fp32",
-            "hf-bf16", "tf-fp32-3qkv", "tf-bf16-3qkv", "tf-fp32-bf16mm", "tf-fp32-eigen-gradients")
+            "hf-bf16", "tf-fp32-3qkv", "tf-bf16-3qkv", "tf-fp32-bf16mm", "tf-fp32-eigen-gradients",
+            "tf-fp32-autodiff")
 DEFAULT_VARIANTS = "tf-fp32-xla,tf-fp32,tf-bf16-xla,tf-bf16,hf-fp32"
 PEAK_N = 4096
 PEAK_REPS = 5
@@ -225,6 +228,7 @@ def worker_tf(args, precision, xla, matmul_dtype="float32"):
 
     from bench.flops import train_flops_per_sequence
     from common import matmul_gradients
+    from model import elementwise_gradients
 
     train_step, batch, config = build_tf_step(args, precision, xla, args.model_size, json.loads(args.model_hparams),
                                               matmul_dtype)
@@ -244,6 +248,7 @@ def worker_tf(args, precision, xla, matmul_dtype="float32"):
                          f"FFN {generator.intermediate_size}, fraction {config.generator_hidden_size}",
             "onednn": onednn_state(), "tf_xla_flags": os.environ.get("TF_XLA_FLAGS", ""),
             "eigen_weight_gradients": matmul_gradients.installed(),
+            "elementwise_gradients": "by hand" if elementwise_gradients.by_hand(True) else "autodiff",
             "tensorflow": tf.__version__, "keras": keras.__version__}
 
 
@@ -361,6 +366,10 @@ def run_in_worker(args):
             from common.matmul_gradients import ENV
 
             os.environ[ENV] = "eigen"
+        if name.endswith("-autodiff"):
+            from model.elementwise_gradients import ENV
+
+            os.environ[ENV] = "autodiff"
         if name.endswith("-fuse"):
             from training.xla_fusion import fuse_elementwise_with_xla
 

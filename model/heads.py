@@ -59,7 +59,7 @@ class GeneratorHead(keras.layers.Layer):
                                            name="output_bias")
         self.built = True
 
-    def call(self, sequence_output, positions, embedding_table):
+    def call(self, sequence_output, positions, embedding_table, training=None):
         if positions is not None:
             sequence_output = gather_positions(sequence_output, positions)
         hidden = self.layer_norm(self.dense(sequence_output))
@@ -97,7 +97,7 @@ class DiscriminatorHead(keras.layers.Layer):
         self.dense_1.build((None, None, self.hidden_size))
         self.built = True
 
-    def call(self, sequence_output):
+    def call(self, sequence_output, training=None):
         return ops.cast(ops.squeeze(self.dense_1(self.dense(sequence_output)), axis=-1), "float32")
 
     def get_config(self):

@@ -20,6 +20,8 @@ Model code: keras.ops and keras.layers only, the same under TensorFlow and JAX.
 import keras
 from keras import ops
 
+from model import elementwise_gradients
+
 MATMUL_DTYPES = ("float32", "bfloat16")
 SERIALIZATION_PACKAGE = "electra"
 
@@ -51,18 +53,24 @@ def matmul(x, kernel, matmul_dtype, compute_dtype):
 @keras.saving.register_keras_serializable(package=SERIALIZATION_PACKAGE)
 class Dense(keras.layers.Dense):
     """keras.layers.Dense with `matmul_dtype` (this module's option). Its variables, names and config are
-    Dense's, plus matmul_dtype; under the default (or a 16-bit policy) its call is Dense's own."""
+    Dense's, plus matmul_dtype; under the default (or a 16-bit policy) its call is Dense's own, except that an exact
+    GELU in training under TensorFlow takes model.elementwise_gradients' backward pass."""
 
     def __init__(self, units, matmul_dtype="float32", **kwargs):
         super().__init__(units, **kwargs)
         self.matmul_dtype = check_matmul_dtype(matmul_dtype)
 
     def call(self, inputs, training=None):
-        if operand_dtype(self.matmul_dtype, self.compute_dtype) is None or self.quantization_mode is not None:
+        gelu_by_hand = (self.activation is keras.activations.gelu and self.quantization_mode is None
+                        and elementwise_gradients.by_hand(training))
+        default_matmul = operand_dtype(self.matmul_dtype, self.compute_dtype) is None
+        if (default_matmul and not gelu_by_hand) or self.quantization_mode is not None:
             return super().call(inputs, training=training)
         x = matmul(inputs, self.kernel, self.matmul_dtype, self.compute_dtype)
         if self.bias is not None:
             x = ops.add(x, self.bias)
+        if gelu_by_hand:
+            return elementwise_gradients.gelu(x)
         if self.activation is not None:
             x = self.activation(x)
         return x

@@ -134,13 +134,13 @@ class ElectraPretrainer(keras.Model):
         """A two-tower generator's float32 [batch, seq, V] logits at every position of `inputs`
         ({"input_ids", "input_mask", "segment_ids"}); position t's never depend on token t."""
         sequence = self.generator(inputs, training=training)
-        return self.generator_head(sequence, None, self.generator.embedding_table)
+        return self.generator_head(sequence, None, self.generator.embedding_table, training=training)
 
     def energies(self, inputs, training=False):
         """Electric: the energy head's float32 [batch, seq] output on `inputs` (the discriminator alone)."""
         sequence = self.discriminator(
             {key: inputs[key] for key in ("input_ids", "input_mask", "segment_ids")}, training=training)
-        return self.discriminator_head(sequence)
+        return self.discriminator_head(sequence, training=training)
 
     def generator_logits(self, masked_inputs, segment_inputs, training):
         """float32 [batch, N, V] logits at the masked slots (a two-tower generator reads the ids given)."""
@@ -154,7 +154,7 @@ class ElectraPretrainer(keras.Model):
         sequence = self.generator(
             {"input_ids": masked_inputs["input_ids"], "input_mask": segment_inputs["input_mask"],
              "segment_ids": segment_inputs["segment_ids"]}, training=training)
-        return self.generator_head(sequence, positions, self.generator.embedding_table)
+        return self.generator_head(sequence, positions, self.generator.embedding_table, training=training)
 
     # ------------------------------------------------------------------ the step
     def compute_losses(self, inputs, training=False, masked_inputs=None, sampled_ids=None,
@@ -212,7 +212,7 @@ class ElectraPretrainer(keras.Model):
                                                    masked_inputs["masked_lm_positions"],
                                                    every_written_is_fake=objective.electric_objective)
         sequence = self.discriminator({"input_ids": fake_ids, **segment_inputs}, training=training)
-        disc_logits = self.discriminator_head(sequence)
+        disc_logits = self.discriminator_head(sequence, training=training)
         energies = None
         if objective.electric_objective:
             energies = disc_logits

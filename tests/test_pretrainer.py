@@ -325,10 +325,12 @@ def test_every_random_table_of_both_networks_and_heads_is_its_own_draw():
     assert count > 2 * 6 + 4 and alike == []
 
 
-# Learning rates where the outcome is not chaotic: at 1e-2 the MLM-only model's 200 steps ended anywhere between
+# A learning rate where the outcome is not chaotic: at 1e-2 the MLM-only model's 200 steps ended anywhere between
 # 0.22 and 0.68 of the first loss over seeds 0-3 (and moved with float rounding alone); at 3e-3, 0.26-0.32.
-# The ELECTRA objective learns the generator more slowly (0.64-0.69 at 3e-3; 0.29-0.57 at 1e-2).
-@pytest.mark.parametrize("electra_objective, learning_rate", [(False, 3e-3), (True, 1e-2)])
+# The ELECTRA objective learns the generator more slowly: 0.64-0.69 at 3e-3 over seeds 0-2, the same to 3 digits
+# with LayerNorm's and GELU's hand-written gradients and autodiff's; at 1e-2 0.34-0.53 with autodiff's over seeds
+# 0-5 but 0.80 at seed 0 with the hand-written ones, rounding alone.
+@pytest.mark.parametrize("electra_objective, learning_rate", [(False, 3e-3), (True, 3e-3)])
 def test_a_tiny_model_lowers_its_mlm_loss_on_a_repeated_batch(electra_objective, learning_rate):
     keras.utils.set_random_seed(0)
     model = tiny_pretrainer(electra_objective=electra_objective, **NO_DROPOUT)
