@@ -30,6 +30,7 @@ COVERED_BY = {
     "checkpoint_write_cpu": HERE,
     "dense_grad_cpu": "tests/test_bench_dense_grad.py",
     "dropout_rng_cpu": "tests/test_bench_dropout_rng.py",
+    "elementwise_grad_cpu": HERE,
     "finetune_bucketing": HERE,
     "finetune_jax_speed": HERE,
     "finetune_threads": HERE,
@@ -145,6 +146,18 @@ def test_pretrain_step_cpu(monkeypatch, capsys):
         row = table_row(printed, variant)
         assert_finite_positive(numbers(row["first step s"] + " " + row["sequences/s"] + " " + row["tokens/s"]))
         assert row["× HF fp32"] == row["× HF bf16"] == "n/a" and f"[{variant}] done" in printed
+
+
+def test_elementwise_grad_cpu(capsys):
+    from bench import elementwise_grad_cpu
+
+    elementwise_grad_cpu.main(["--rows", "32", "--widths", "8,16", "--repeats", "1", "--iterations", "1",
+                               "--threads", "1"])
+    rows = [table_cells(line) for line in capsys.readouterr().out.splitlines() if line.startswith("| LayerNorm |")
+            or line.startswith("| GELU |")]
+    assert [(op, width) for op, width, *_ in rows] == [("LayerNorm", "8"), ("GELU", "8"), ("LayerNorm", "16"),
+                                                       ("GELU", "16")]
+    assert_finite_positive([float(cell) for row in rows for cell in row[2:]])
 
 
 def test_checkpoint_write_cpu(tmp_path, capsys):
