@@ -75,8 +75,8 @@ def main(argv=None):
     from training.cpu_features import read_cpu_features, turn_on_onednn
 
     turn_on_onednn()  # as the scripts train on a CPU
-    print(f"CPU: {read_cpu_features().describe()}; {args.threads} threads; {args.rows} rows; median of {args.repeats} repeats "
-          f"of {args.iterations} calls (forward and backward)")
+    print(f"CPU: {read_cpu_features().describe()}; {args.threads} threads; {args.rows} rows; median of "
+          f"{args.repeats} repeats of {args.iterations} calls (forward and backward)")
     print("| op | width | autodiff ms | by hand ms | autodiff / by hand |")
     print("|---|---|---|---|---|")
     for width in (int(w) for w in args.widths.split(",")):
