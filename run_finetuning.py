@@ -212,6 +212,9 @@ def main(argv=None):
             raise InputError(f"{given_flags(args)[0]}: a flag of fine-tuning under JAX; run with KERAS_BACKEND=jax "
                              "or leave it out")
         turn_on_onednn()  # before TensorFlow is imported
+        from model.elementwise_gradients import by_hand
+
+        by_hand(True)  # a bad ELECTRA_ELEMENTWISE_GRADIENTS: its one line before anything is written
     pretrained, groups, data_root = prepare(args)
     from finetune.trials import prepare_tasks
 

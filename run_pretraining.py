@@ -49,7 +49,10 @@ def prepare(args):
 
         fuse_elementwise_with_xla()  # the same: TensorFlow reads its XLA flags once
 
+    from model.elementwise_gradients import by_hand
     from storage import folder_lock, model_folder
+
+    by_hand(True)  # a bad ELECTRA_ELEMENTWISE_GRADIENTS: its one line before anything is written
 
     model_folder.require_tensorflow_backend("run_pretraining.py")
     from training import strategy as strategy_lib

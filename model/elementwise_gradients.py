@@ -23,6 +23,8 @@ import os
 import keras
 from keras import ops
 
+from common.errors import InputError
+
 ENV = "ELECTRA_ELEMENTWISE_GRADIENTS"
 CHOICES = ("by-hand", "autodiff")
 _INV_SQRT2 = 1.0 / math.sqrt(2.0)
@@ -31,10 +33,12 @@ _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 
 def by_hand(training):
     """Whether a layer called with `training` takes this module's functions: TensorFlow, training, and ENV not
-    `autodiff`. ValueError for a value of ENV not in CHOICES."""
+    `autodiff`. InputError (the scripts' one line and exit code 2) for a value of ENV not in CHOICES: the scripts
+    ask before they write anything."""
     choice = os.environ.get(ENV, CHOICES[0]).strip().lower() or CHOICES[0]
     if choice not in CHOICES:
-        raise ValueError(f"{ENV}={os.environ[ENV]!r} in the environment: use one of {', '.join(CHOICES)}")
+        raise InputError(f"{ENV}={os.environ[ENV]!r} in the environment: use one of {', '.join(CHOICES)} "
+                         "(autodiff: LayerNorm's and GELU's gradients as autodiff builds them)")
     return bool(training) and choice == CHOICES[0] and keras.backend.backend() == "tensorflow"
 
 

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from common.errors import InputError
 from model import elementwise_gradients
 from tests.model_fixtures import NO_DROPOUT, fixed_masking, tiny_batch, tiny_pretrainer
 
@@ -60,7 +61,8 @@ def test_only_training_under_tensorflow_takes_them(monkeypatch):
     monkeypatch.setattr("keras.backend.backend", lambda: "jax")  # XLA fuses either form there
     assert not elementwise_gradients.by_hand(True)
     monkeypatch.setenv(elementwise_gradients.ENV, "fast")
-    with pytest.raises(ValueError, match=f"{elementwise_gradients.ENV}='fast'.*by-hand, autodiff"):
+    with pytest.raises(InputError, match=f"{elementwise_gradients.ENV}='fast' in the environment: use one of "
+                                         "by-hand, autodiff"):
         elementwise_gradients.by_hand(True)
 
 

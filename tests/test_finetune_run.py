@@ -130,9 +130,12 @@ def test_squad_v2_short_run_writes_scores_and_predictions(data_dir, shared_data)
     ("bad_label", "unknown label 'maybe'"),
     ("long", "exceeds the model's 512 positions"),
     ("bad_diagnostic", "diagnostic.tsv: the header lacks the column(s) sentence1, sentence2"),
+    ("gradients_env", "ELECTRA_ELEMENTWISE_GRADIENTS='fast' in the environment: use one of by-hand, autodiff"),
 ])
-def test_bad_input_is_one_line_exit_2(data_dir, tmp_path, capsys, case, fragment):
+def test_bad_input_is_one_line_exit_2(data_dir, tmp_path, capsys, monkeypatch, case, fragment):
     args = ["--model-name", "tiny", "--data-dir", str(data_dir), "--task", "rte"]
+    if case == "gradients_env":
+        monkeypatch.setenv("ELECTRA_ELEMENTWISE_GRADIENTS", "fast")
     if case == "no_model":
         args[1] = "missing"
     elif case == "no_weights":

@@ -48,8 +48,9 @@ def cli(data_dir, *args, model="electra_tiny"):
     ("malformed", "malformed JSON"),
     ("unknown_key", "unknown key(s) learning_rat"),
     ("batch", "not divisible"),
+    ("gradients_env", "ELECTRA_ELEMENTWISE_GRADIENTS='fast' in the environment: use one of by-hand, autodiff"),
 ])
-def test_bad_input_is_one_line_exit_2_and_nothing_written(data_dir, tmp_path, capsys, case, fragment):
+def test_bad_input_is_one_line_exit_2_and_nothing_written(data_dir, tmp_path, capsys, monkeypatch, case, fragment):
     """Each mistake stops with one line on stderr and exit code 2, before a model folder exists."""
     args = {
         "no_metadata": cli(tmp_path, "--hparams", hparams()),
@@ -60,7 +61,10 @@ def test_bad_input_is_one_line_exit_2_and_nothing_written(data_dir, tmp_path, ca
         "unknown_key": cli(data_dir, "--hparams", '{"learning_rat": 1}', model="bad_key"),
         "batch": cli(data_dir, "--hparams", hparams(train_batch_size=9, gradient_accumulation_steps=2),
                      model="bad_batch"),
+        "gradients_env": cli(data_dir, "--hparams", hparams(), model="bad_env"),
     }[case]
+    if case == "gradients_env":
+        monkeypatch.setenv("ELECTRA_ELEMENTWISE_GRADIENTS", "fast")
     if case == "no_metadata":
         (tmp_path / "pretrain_tfrecords").mkdir()
     before = sorted(p.name for p in (data_dir / "models").glob("*")) if (data_dir / "models").exists() else []
