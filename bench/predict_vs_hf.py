@@ -39,6 +39,8 @@ ours on [CLS], about 0.1% of the model's multiply-adds at these lengths).
    "random-no-onednn" is ours without oneDNN turned on (TensorFlow's default kernels where it leaves it off);
    "random-eigen-gradients" ours with the wide weight gradients on TensorFlow's Eigen kernels
    (ELECTRA_MATMUL_GRADIENTS=eigen, common/matmul_gradients.py).
+   "random-autodiff" ours with LayerNorm's and GELU's gradients as autodiff builds them
+   (ELECTRA_ELEMENTWISE_GRADIENTS=autodiff, model/elementwise_gradients.py).
    bfloat16: "random-bf16" is ours with the encoder and head under mixed_bfloat16 (bfloat16 compute, float32
    weights, optimizer and loss), "hf-bf16" the Trainer with bf16=True (its forward under torch.autocast);
    "random-bf16-matmuls" is ours in float32 with the product's matmul_dtype "bfloat16" (the dense projections'
@@ -254,6 +256,8 @@ def worker_ours_train(args):
             from common.matmul_gradients import ENV
 
             os.environ[ENV] = args.matmul_gradients
+        if getattr(args, "elementwise_gradients", None):
+            os.environ["ELECTRA_ELEMENTWISE_GRADIENTS"] = args.elementwise_gradients  # before Keras is imported
         configure_tensorflow(args.threads)
     return train_updates(args, jax_backend)
 
@@ -537,6 +541,9 @@ TRAIN_SETTINGS = {
     "random-eigen-gradients": ("ours, random batches, the wide weight gradients on Eigen's kernels "
                                "(ELECTRA_MATMUL_GRADIENTS=eigen)", "ours-train",
                                {"pool_batches": 1, "matmul_gradients": "eigen"}),
+    "random-autodiff": ("ours, random batches, LayerNorm's and GELU's gradients as autodiff builds them "
+                        "(ELECTRA_ELEMENTWISE_GRADIENTS=autodiff)", "ours-train",
+                        {"pool_batches": 1, "elementwise_gradients": "autodiff"}),
     "hf": ("Hugging Face Trainer, DataCollatorWithPadding", "hf-train", {"group_by_length": False}),
     "hf-grouped": ("Hugging Face Trainer, DataCollatorWithPadding + train_sampling_strategy group_by_length",
                    "hf-train", {"group_by_length": True}),
@@ -568,6 +575,8 @@ TRAIN_RATIOS = (("bucketed", "hf", "ours bucketed / Hugging Face dynamic padding
                                                  "dynamic padding"),
                 ("random-eigen-gradients", "random", "ours random batches: wide weight gradients on Eigen / on "
                                                      "oneDNN (the default)"),
+                ("random", "random-autodiff", "ours random batches: LayerNorm's and GELU's gradients by hand (the "
+                                              "default) / autodiff's"),
                 ("bucketed", "hf-grouped", "ours bucketed / Hugging Face group_by_length (both length-grouped)"))
 
 
