@@ -4,8 +4,8 @@ Why: TensorFlow (without XLA) runs each elementwise op of a graph as its own ker
 and the gradients autodiff builds for LayerNorm (through mean, variance, rsqrt and the affine) and for the erf
 GELU take more passes than their closed forms need. On the Zen 3 (2 threads, float32, forward and backward of
 16,384 rows, `python -m bench.elementwise_grad_cpu`) the hand-written ones are 1.29x as fast for a 256-wide
-LayerNorm and 1.22x for the FFN's 1,024-wide GELU, and the electra_small pretraining step 1.03-1.05x
-(docs/benchmarks.md, "LayerNorm and GELU with hand-written gradients").
+LayerNorm and 1.22x for the FFN's 1,024-wide GELU, the electra_small pretraining step 1.03-1.05x and a fine-tuning
+update 1.09x (docs/benchmarks.md, "LayerNorm and GELU with hand-written gradients").
 
 The functions are the same: outputs and gradients equal autodiff's within float32 rounding
 (tests/test_elementwise_gradients.py). LayerNorm's variance is that of the centred input, as the original's
