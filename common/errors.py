@@ -4,6 +4,7 @@ Run scripts catch it, print its single line and exit with code 2, so a user sees
 and how to fix it instead of a traceback.
 """
 import functools
+import os
 import re
 import sys
 
@@ -26,6 +27,16 @@ def exit_on_input_error(main):
             sys.exit(EXIT_BAD_INPUT)
 
     return wrapper
+
+
+def environment_choice(name, choices, hint, environ=None):
+    """The lower-cased value of the environment variable `name`, `choices[0]` when unset or empty; InputError (the
+    scripts' one line and exit code 2) naming the choices and `hint` for any other value."""
+    environ = os.environ if environ is None else environ
+    choice = environ.get(name, choices[0]).strip().lower() or choices[0]
+    if choice not in choices:
+        raise InputError(f"{name}={environ[name]!r} in the environment: use one of {', '.join(choices)} ({hint})")
+    return choice
 
 
 def short_reason(error: BaseException) -> str:

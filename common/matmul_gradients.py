@@ -16,9 +16,7 @@ training steps barely move: fine-tuning 1.03x per update (3 repeats, within thei
 them (any CPU), `onednn` (the default) keeps TensorFlow's own gradient. Float32 only; the scripts call this for
 CPU training only (a GPU's MatMul is not oneDNN's).
 """
-import os
-
-from common.errors import InputError
+from common.errors import environment_choice
 
 ENV = "ELECTRA_MATMUL_GRADIENTS"
 CHOICES = ("onednn", "eigen")
@@ -30,12 +28,8 @@ _state = {"original": None}
 def chosen(environ=None):
     """True when ENV asks for the weight gradients on Eigen's kernels. InputError (the scripts' one line and exit
     code 2) for a value not in CHOICES."""
-    environ = os.environ if environ is None else environ
-    choice = environ.get(ENV, CHOICES[0]).strip().lower() or CHOICES[0]
-    if choice not in CHOICES:
-        raise InputError(f"{ENV}={environ[ENV]!r} in the environment: use one of {', '.join(CHOICES)} "
-                         "(eigen: the wide weight gradients on TensorFlow's Eigen kernels)")
-    return choice == "eigen"
+    return environment_choice(ENV, CHOICES, "eigen: the wide weight gradients on TensorFlow's Eigen kernels",
+                              environ) == "eigen"
 
 
 def weight_product(x, y):

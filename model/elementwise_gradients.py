@@ -18,12 +18,11 @@ unchanged. `ELECTRA_ELEMENTWISE_GRADIENTS=autodiff` turns it off (the benchmarks
 Model code: keras.ops only.
 """
 import math
-import os
 
 import keras
 from keras import ops
 
-from common.errors import InputError
+from common.errors import environment_choice
 
 ENV = "ELECTRA_ELEMENTWISE_GRADIENTS"
 CHOICES = ("by-hand", "autodiff")
@@ -35,10 +34,7 @@ def by_hand(training):
     """Whether a layer called with `training` takes this module's functions: TensorFlow, training, and ENV not
     `autodiff`. InputError (the scripts' one line and exit code 2) for a value of ENV not in CHOICES: the scripts
     ask before they write anything."""
-    choice = os.environ.get(ENV, CHOICES[0]).strip().lower() or CHOICES[0]
-    if choice not in CHOICES:
-        raise InputError(f"{ENV}={os.environ[ENV]!r} in the environment: use one of {', '.join(CHOICES)} "
-                         "(autodiff: LayerNorm's and GELU's gradients as autodiff builds them)")
+    choice = environment_choice(ENV, CHOICES, "autodiff: LayerNorm's and GELU's gradients as autodiff builds them")
     return bool(training) and choice == CHOICES[0] and keras.backend.backend() == "tensorflow"
 
 

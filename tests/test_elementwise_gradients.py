@@ -18,8 +18,9 @@ def value_and_gradients(function, *args, upstream):
     args = [tf.constant(a) for a in args]
     with tf.GradientTape() as tape:
         tape.watch(args)
-        loss = tf.reduce_sum(function(*args) * upstream)
-    return [function(*args)] + tape.gradient(loss, args)
+        output = function(*args)
+        loss = tf.reduce_sum(output * upstream)
+    return [output] + tape.gradient(loss, args)
 
 
 @pytest.mark.parametrize("shape", [(3, 7, 48), (21, 48)])  # padded batches and the real tokens' rows
