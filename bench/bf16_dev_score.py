@@ -111,17 +111,14 @@ def fine_tune(work, shared, source, setting, hparams, threads):
 
 
 def dev_labels(folder, shared, matmul_dtype=None):
-    """The labels for SST-2's dev sentences of a fine-tuned folder with matmul_dtype set on it (FolderPredictor,
-    as inference.predict runs it), or of an ONNX export folder (matmul_dtype None: load_predictor's
+    """The labels for SST-2's dev sentences of a fine-tuned folder under matmul_dtype (FolderPredictor, as
+    `inference.predict --matmul-dtype` runs it), or of an ONNX export folder (matmul_dtype None: load_predictor's
     OnnxPredictor, as inference.predict runs it)."""
     from inference.predictors import load_predictor
     from inference.rows import Row
     from inference.sources import resolve_model
-    from model.matmul import set_matmul_dtype
 
-    predictor = load_predictor(resolve_model(str(folder)), batch_size=64)
-    if matmul_dtype is not None:
-        set_matmul_dtype(predictor.model, matmul_dtype)  # before its first call traces the forward pass
+    predictor = load_predictor(resolve_model(str(folder)), batch_size=64, matmul_dtype=matmul_dtype or "float32")
     rows = [Row(line=number, texts=(sentence,)) for number, sentence in enumerate(dev_sentences(shared), 2)]
     return [result["label"] for result in predictor.predict(rows)]
 

@@ -4,7 +4,7 @@ side in one run.
     ELECTRA_SHARED_DATA=../shared/data python -m bench.predict_vs_hf [--work-dir runs/bench_predict]
         [--hf-batch-sizes 1,8,32,64,128] [--batch-size 64] [--train-steps 30] [--repeats 3] [--threads 2]
         [--skip predict] [--train-settings bucketed,random,hf,hf-grouped,random-bf16,hf-bf16,jax-random,...]
-        [--onnx-int8]
+        [--predict-bf16] [--onnx-int8]
         [--onnx-compare FOLDER]
 
 Prepared once in --work-dir (reused by later runs): a randomly initialised electra_small model folder with
@@ -18,7 +18,10 @@ ours on [CLS], about 0.1% of the model's multiply-adds at these lengths).
    inference.predict` (predict.main on the dev TSV, JSON lines written; length-bucketed batches of
    --batch-size); Hugging Face: `pipeline("text-classification", top_k=None)` at each --hf-batch-sizes
    (PyTorch CPU), the best one compared; the same JSON lines written. Each timed after a warm-up call on
-   the first 64 sentences (compilation and first-call costs not timed). ONNX Runtime: the same command on
+   the first 64 sentences (compilation and first-call costs not timed). --predict-bf16 adds ours with
+   --matmul-dtype bfloat16 (inference.predict's option: bfloat16 matmul operands, everything else float32) and the
+   pipeline with the model loaded in bfloat16 (dtype=torch.bfloat16) at each batch size, the bfloat16 rows
+   compared with each other and each side's labels with its float32 labels. ONNX Runtime: the same command on
    the ONNX export folder (the same featurisation and batches, model.onnx's forward pass, float32);
    --onnx-int8 adds the export with model.onnx quantised by onnxruntime.quantization.quantize_dynamic
    (int8 weights of the matrix multiplies), and prints its SST-2 dev accuracy beside float32's;
@@ -193,7 +196,7 @@ def worker_ours_predict(args):
     warm.write_text("\n".join(dev.read_text(encoding="utf-8").splitlines()[:WARMUP_ROWS + 1]) + "\n", encoding="utf-8")
     out = pathlib.Path(args.work) / f"predictions_{os.getpid()}.jsonl"
     common = ["--model-dir", getattr(args, "model_dir", None) or args.finetuned, "--batch-size",
-              str(args.batch_size), "--output", str(out)]
+              str(args.batch_size), "--output", str(out), "--matmul-dtype", getattr(args, "matmul_dtype", "float32")]
     predictor = {}
     original = predict.load_predictor
 
@@ -216,7 +219,8 @@ def worker_ours_predict(args):
 
 
 def worker_hf_predict(args):
-    """Rows/s of pipeline("text-classification") at one batch size, JSON lines written as ours."""
+    """Rows/s of pipeline("text-classification") at one batch size (args.dtype "bfloat16": the model loaded in
+    bfloat16, as Hugging Face's bf16 inference runs), JSON lines written as ours; the labels returned."""
     import torch
     from transformers import pipeline
     from transformers.utils import logging
@@ -225,16 +229,19 @@ def worker_hf_predict(args):
     torch.set_num_threads(args.threads)
     torch.set_num_interop_threads(args.threads)
     sentences = dev_sentences(pathlib.Path(args.shared))
-    pipe = pipeline("text-classification", model=args.hf, tokenizer=args.hf, device=-1, top_k=None)
+    dtype = torch.bfloat16 if getattr(args, "dtype", "float32") == "bfloat16" else torch.float32
+    pipe = pipeline("text-classification", model=args.hf, tokenizer=args.hf, device=-1, top_k=None, dtype=dtype)
     pipe(sentences[:WARMUP_ROWS], batch_size=args.batch_size, truncation=True, max_length=128)
     start = time.perf_counter()
     results = pipe(sentences, batch_size=args.batch_size, truncation=True, max_length=128)
+    labels = []
     with open(os.devnull, "w") as out:
         for line, scores in enumerate(results, 2):
             best = max(scores, key=lambda s: s["score"])
+            labels.append(best["label"])
             out.write(json.dumps({"line": line, "label": best["label"],
                                   "probabilities": {s["label"]: s["score"] for s in scores}}) + "\n")
-    return {"rows": len(results), "seconds": time.perf_counter() - start}
+    return {"rows": len(results), "seconds": time.perf_counter() - start, "labels": labels}
 
 
 def worker_ours_train(args):
@@ -401,6 +408,9 @@ def main(argv=None):
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=os.cpu_count())
     parser.add_argument("--skip", default="", help="comma-separated: predict, train")
+    parser.add_argument("--predict-bf16", action="store_true",
+                        help="also ours with --matmul-dtype bfloat16 and Hugging Face's pipeline with the model in "
+                             "bfloat16 at each --hf-batch-sizes (labels against each one's float32 printed)")
     parser.add_argument("--onnx-int8", action="store_true",
                         help="also ONNX Runtime on an int8 dynamically quantised copy of the export (its accuracy "
                              "change printed)")
@@ -449,10 +459,14 @@ def main(argv=None):
 
 def our_runs(args):
     """{row name: (label, the worker's extra arguments)} of our predictions: TensorFlow, ONNX Runtime
-    (float32) and, with --onnx-int8, ONNX Runtime on the quantised copy."""
+    (float32), with --predict-bf16 TensorFlow with bfloat16 matmul operands, with --onnx-int8 ONNX Runtime on
+    the quantised copy."""
     runs = {"ours": (f"ours, python -m inference.predict --batch-size {args.batch_size} (TensorFlow)", {}),
             "onnx": ("ONNX Runtime, the same command on the --format onnx export (float32)",
                      {"model_dir": args.onnx})}
+    if args.predict_bf16:
+        runs["ours-bf16"] = ("ours, the same command with --matmul-dtype bfloat16 (TensorFlow)",
+                             {"matmul_dtype": "bfloat16"})
     if args.onnx_int8_dir:
         runs["onnx-int8"] = ("ONNX Runtime, int8 dynamic quantisation of the export", {"model_dir": args.onnx_int8_dir})
     if args.onnx_compare:
@@ -471,32 +485,49 @@ def dev_accuracy(shared, labels):
 def predictions(args):
     sizes = [int(size) for size in args.hf_batch_sizes.split(",")]
     runs = our_runs(args)
-    rates = {key: [] for key in runs} | {size: [] for size in sizes}
+    hf_runs = {size: ("float32", size) for size in sizes}  # key: (dtype, batch size)
+    if args.predict_bf16:
+        hf_runs |= {f"{size}-bf16": ("bfloat16", size) for size in sizes}
+    rates = {key: [] for key in (*runs, *hf_runs)}
     labels = {}
     for repeat in range(args.repeats):
         for key, (_, extra) in runs.items():
             result = spawn("ours-predict", args, batch_size=args.batch_size, **extra)
             rates[key].append(result["rows"] / result["seconds"])
             labels[key] = result["labels"]
-        for size in sizes:
-            result = spawn("hf-predict", args, batch_size=size)
-            rates[size].append(result["rows"] / result["seconds"])
+        for key, (dtype, size) in hf_runs.items():
+            result = spawn("hf-predict", args, batch_size=size, dtype=dtype)
+            rates[key].append(result["rows"] / result["seconds"])
+            labels[key] = result["labels"]
         print(f"  predictions, repeat {repeat + 1}: " + ", ".join(f"{key} {rates[key][-1]:.1f}" for key in runs)
-              + " rows/s; Hugging Face " + ", ".join(f"batch {size} {rates[size][-1]:.1f}" for size in sizes),
+              + " rows/s; Hugging Face " + ", ".join(f"batch {key} {rates[key][-1]:.1f}" for key in hf_runs),
               flush=True)
     medians = {key: statistics.median(values) for key, values in rates.items()}
     best = max(sizes, key=lambda size: medians[size])
     print(f"\nPredictions on the {872} SST-2 dev sentences (rows/s, median of {args.repeats}):")
     for key, (label, _) in runs.items():
         print(f"  {label}: {medians[key]:.1f} ({', '.join(f'{r:.1f}' for r in rates[key])})")
-    for size in sizes:
-        print(f"  Hugging Face pipeline, batch_size {size}: {medians[size]:.1f} "
-              f"({', '.join(f'{r:.1f}' for r in rates[size])})" + ("  <- best" if size == best else ""))
+    best_of = {}
+    for dtype in dict.fromkeys(dtype for dtype, _ in hf_runs.values()):
+        keys = [key for key, (each, _) in hf_runs.items() if each == dtype]
+        best_of[dtype] = max(keys, key=lambda key: medians[key])
+        for key in keys:
+            what = "" if dtype == "float32" else ", the model in bfloat16"
+            print(f"  Hugging Face pipeline, batch_size {hf_runs[key][1]}{what}: {medians[key]:.1f} "
+                  f"({', '.join(f'{r:.1f}' for r in rates[key])})" + ("  <- best" if key == best_of[dtype] else ""))
     for key in runs:
         print(f"  {key} / Hugging Face's best: {medians[key] / medians[best]:.2f}x")
     print(f"  onnx / ours (TensorFlow): {medians['onnx'] / medians['ours']:.2f}x")
     same = sum(a == b for a, b in zip(labels["ours"], labels["onnx"]))
     print(f"  labels: ONNX Runtime float32 equals TensorFlow on {same} of {len(labels['ours'])} sentences")
+    if args.predict_bf16:
+        hf_bf16 = best_of["bfloat16"]
+        print(f"  ours-bf16 / Hugging Face's best in bfloat16: {medians['ours-bf16'] / medians[hf_bf16]:.2f}x; "
+              f"ours-bf16 / ours: {medians['ours-bf16'] / medians['ours']:.2f}x; Hugging Face's best bfloat16 / "
+              f"float32: {medians[hf_bf16] / medians[best]:.2f}x")
+        for name, (ours, theirs) in {"ours": ("ours", "ours-bf16"), "Hugging Face's": (best, hf_bf16)}.items():
+            same = sum(a == b for a, b in zip(labels[ours], labels[theirs]))
+            print(f"  labels: {name} bfloat16 equals its float32 on {same} of {len(labels[ours])} sentences")
     if "onnx-compare" in runs:
         same = sum(a == b for a, b in zip(labels["onnx"], labels["onnx-compare"]))
         print(f"  onnx / onnx-compare: {medians['onnx'] / medians['onnx-compare']:.2f}x; labels equal on {same}")
@@ -507,8 +538,11 @@ def predictions(args):
               f"(change {accuracy['onnx-int8'] - accuracy['onnx']:+.4f}); labels agree on {agree} of "
               f"{len(labels['onnx'])}; {medians['onnx-int8'] / medians['onnx']:.2f}x float32's speed")
     sys.stdout.flush()
-    return {"rates": {str(k): v for k, v in rates.items()}, "best_hf_batch": best,
-            "ratio": medians["ours"] / medians[best], "onnx_ratio": medians["onnx"] / medians[best]}
+    result = {"rates": {str(k): v for k, v in rates.items()}, "best_hf_batch": best,
+              "ratio": medians["ours"] / medians[best], "onnx_ratio": medians["onnx"] / medians[best]}
+    if args.predict_bf16:
+        result["bf16_ratio"] = medians["ours-bf16"] / medians[best_of["bfloat16"]]
+    return result
 
 
 # key: (label, worker, its extra arguments)

@@ -37,6 +37,11 @@ input is checked before the model is loaded: a row that cannot be read stops the
 line (exit code 2) and nothing is written; --skip-malformed skips such rows and reports how many. The
 output is written under a temporary name and renamed when complete (stdout gets it at the end). Progress
 with rate and ETA goes to stderr for inputs of 1,000 rows or more.
+
+--matmul-dtype bfloat16 (a fine-tuned model folder only; an export runs as it was exported): the dense
+projections' matmuls take bfloat16 operands, everything else stays float32 (model/matmul.py), faster on CPUs with
+AMX or avx512_bf16; the probabilities move by bfloat16's rounding (docs/benchmarks.md has the speed and the labels
+that change on SST-2).
 """
 # This module is the command (its docstring is --help). Which model a path means: inference/sources.py; the
 # predictors: inference/predictors.py; the output objects: inference/outputs.py; the input: inference/inputs.py
@@ -60,13 +65,14 @@ from common.errors import InputError, exit_on_input_error  # noqa: E402
 from data import paths  # noqa: E402
 from data.progress import ProgressLine  # noqa: E402
 from inference.inputs import Input, check_rows, windows  # noqa: E402
-from inference.predictors import load_predictor  # noqa: E402
+from inference.predictors import check_matmul_dtype, load_predictor  # noqa: E402
 from inference.rows import FORMATS  # noqa: E402
 from inference.sources import resolve_model  # noqa: E402
 
 DEFAULT_BATCH_SIZE = 64
 DEFAULT_WINDOW = 4096  # rows sorted by length together: ~64 batches, so padding is little and memory bounded
 PROGRESS_MIN_ROWS = 1000
+MATMUL_DTYPES = ("float32", "bfloat16")  # model.matmul's, named here so that ONNX predictions import no Keras
 PROGRESS_AFTER_S = 3.0  # no line before this: the first batch's compilation would make a wild ETA
 
 
@@ -99,6 +105,11 @@ def parse_args(argv=None):
                         help="rows sorted by length together before batching (order restored after)")
     parser.add_argument("--skip-malformed", action="store_true",
                         help="skip rows that cannot be read (counted and reported) instead of stopping")
+    parser.add_argument("--matmul-dtype", choices=MATMUL_DTYPES, default="float32",
+                        help="a fine-tuned model folder only: bfloat16 gives the dense projections' matmuls "
+                             "bfloat16 operands, everything else float32 (faster on CPUs with AMX or "
+                             "avx512_bf16; model/matmul.py); default float32, the model as fine-tuning "
+                             "evaluated it")
     parser.add_argument("--null-threshold", type=float, default=None,
                         help="QA: answer \"\" where the null odds exceed this (default: -2.75 for SQuAD 2.0 "
                              "models, else always the best span)")
@@ -152,6 +163,7 @@ def main(argv=None, stdout=None):
     if model_dir is None:
         model_dir = paths.models_dir(args.data_dir or paths.default_data_dir()) / args.model_name
     source = resolve_model(model_dir, args.task)
+    check_matmul_dtype(source, args.matmul_dtype)  # before the input is read
     fields = text_fields(args, source)
     source_input = Input(args.input, args.input_format, fields, source.role)
     try:
@@ -173,7 +185,7 @@ def predict(args, source, source_input, stdout):
     """
     total, malformed = check_rows(source_input, args.skip_malformed)
 
-    predictor = load_predictor(source, args.batch_size, args.null_threshold)
+    predictor = load_predictor(source, args.batch_size, args.null_threshold, args.matmul_dtype)
     describe = lambda done, elapsed: f"{done:,.0f}/{total:,} rows, {done / elapsed:,.1f} rows/s"  # noqa: E731
     progress = ProgressLine("predicting", total, describe) if total >= PROGRESS_MIN_ROWS else None
     started = time.perf_counter()

@@ -24,6 +24,8 @@ class FolderPredictor:
         source: the folder's `inference.sources.ModelSource`.
         batch_size: rows (QA: windows) per forward pass.
         null_threshold: QA only: see `qa_settings`.
+        matmul_dtype: the dense projections' operand dtype (model/matmul.py): "float32", as fine-tuning
+            evaluated the model, or "bfloat16" (faster on CPUs with AMX or avx512_bf16).
 
     Example:
 
@@ -33,15 +35,17 @@ class FolderPredictor:
     ```
     """
 
-    def __init__(self, source, batch_size, null_threshold=None):
+    def __init__(self, source, batch_size, null_threshold=None, matmul_dtype="float32"):
         import tensorflow as tf
 
         from data.tokenization import load_tokenizer
         from finetune.saved import load_finetuned_model
+        from model.matmul import set_matmul_dtype
 
         self.source, self.batch_size = source, batch_size
         self.model, self.info = load_finetuned_model(source.path)
         self.model.encoder.skip_padding = True  # as fine-tuning evaluated it under TensorFlow (model/unpadding.py)
+        set_matmul_dtype(self.model, matmul_dtype)  # before the first call traces the forward pass
         self.tokenizer = load_tokenizer(vocab_file=None if self.info.sp_model else self.info.vocab_file,
                                         spm_model=self.info.sp_model, lower_case=self.info.do_lower_case)
         spec = tf.TensorSpec([None, None], tf.int32)
@@ -250,13 +254,24 @@ class SavedModelPredictor:
         return results
 
 
-def load_predictor(source, batch_size, null_threshold=None):
+def check_matmul_dtype(source, matmul_dtype):
+    """InputError unless `matmul_dtype` is "float32" or the source a fine-tuned folder: an export runs as it was
+    exported."""
+    if matmul_dtype != "float32" and (source.onnx or source.saved_model):
+        raise InputError(f"--matmul-dtype {matmul_dtype}: {source.path} is an exported "
+                         f"{'ONNX model' if source.onnx else 'SavedModel'}, which runs as it was exported; give "
+                         "the fine-tuned model folder it came from (finetuning_models/<task>_model_<trial>/)")
+
+
+def load_predictor(source, batch_size, null_threshold=None, matmul_dtype="float32"):
     """The predictor for a resolved model: ONNX, SavedModel or fine-tuned folder.
 
     Args:
         source: an `inference.sources.ModelSource` (from `resolve_model`).
         batch_size: rows per forward pass.
         null_threshold: QA only: see `qa_settings`.
+        matmul_dtype: a fine-tuned folder's matmul operand dtype (`FolderPredictor`); an export runs as it was
+            exported, so anything but "float32" is an InputError there.
 
     Example:
 
@@ -264,6 +279,7 @@ def load_predictor(source, batch_size, null_threshold=None):
     predictor = load_predictor(resolve_model("exports/sst_onnx"), batch_size=64)
     ```
     """
+    check_matmul_dtype(source, matmul_dtype)
     if source.onnx:
         return OnnxPredictor(source, batch_size, null_threshold)
     from storage.model_folder import require_tensorflow_backend
@@ -271,4 +287,4 @@ def load_predictor(source, batch_size, null_threshold=None):
     require_tensorflow_backend("inference.predict")
     if source.saved_model:
         return SavedModelPredictor(source, batch_size)
-    return FolderPredictor(source, batch_size, null_threshold)
+    return FolderPredictor(source, batch_size, null_threshold, matmul_dtype)

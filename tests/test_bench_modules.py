@@ -244,13 +244,15 @@ def test_predict_vs_hf(predict_work_dir, shared_stand_in, monkeypatch, capsys):
     threads = torch.get_num_threads()
     try:
         table = predict_vs_hf.main(["--work-dir", str(predict_work_dir), "--hf-batch-sizes", "8", "--repeats", "1",
-                                    "--threads", "1", "--train-steps", "1", "--warmup-steps", "1",
+                                    "--threads", "1", "--train-steps", "1", "--warmup-steps", "1", "--predict-bf16",
                                     "--train-settings", "random,hf,random-bf16,hf-bf16,random-bf16-matmuls"])
     finally:
         torch.set_num_threads(threads)
     printed = capsys.readouterr().out
     for label in ("ours, python -m inference.predict", "ONNX Runtime, the same command", "Hugging Face pipeline, "
-                  "batch_size 8", "ours, random batches padded to their longest", "Hugging Face Trainer",
+                  "batch_size 8", "ours, the same command with --matmul-dtype bfloat16",
+                  "Hugging Face pipeline, batch_size 8, the model in bfloat16",
+                  "ours, random batches padded to their longest", "Hugging Face Trainer",
                   "ours, random batches, mixed_bfloat16", "Hugging Face Trainer, DataCollatorWithPadding, bf16=True",
                   "ours random batches, bf16 / Hugging Face dynamic padding, bf16",
                   "ours random batches: bf16 matmul operands / float32"):
@@ -258,7 +260,10 @@ def test_predict_vs_hf(predict_work_dir, shared_stand_in, monkeypatch, capsys):
         assert line, (label, printed[-3000:])
         assert_finite_positive(numbers(line.split(":", 1)[1].split("(")[0]))
     assert re.search(r"labels: ONNX Runtime float32 equals TensorFlow on \d+ of 32 sentences", printed), printed
+    for side in ("ours", "Hugging Face's"):
+        assert re.search(rf"labels: {side} bfloat16 equals its float32 on \d+ of 32 sentences", printed), printed
     assert set(table) == {"predict", "train"} and math.isfinite(table["predict"]["ratio"])
+    assert math.isfinite(table["predict"]["bf16_ratio"]) and table["predict"]["bf16_ratio"] > 0
     # the setting reaches the worker's model through the product's option, and only that setting's
     assert table["train"]["matmul_dtypes"] == {"random": "float32", "random-bf16": "float32",
                                                "random-bf16-matmuls": "bfloat16"}

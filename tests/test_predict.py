@@ -256,6 +256,38 @@ def test_bad_input_is_one_line_exit_2(model_dir, tmp_path, capsys, case, fragmen
     assert len(err) == 1 and err[0].startswith("error: ") and fragment in err[0], err
 
 
+def test_bfloat16_matmul_operands_move_probabilities_within_bfloat16_rounding(model_dir, tmp_path):
+    """--matmul-dtype bfloat16 reaches the folder's model (the probabilities change) and changes only the
+    matmuls' rounding (they stay within a few bfloat16 steps of float32's)."""
+    dev = model_dir.parents[1] / "finetuning_data" / "sst" / "dev.tsv"
+    float32, _ = run_predict("--model-dir", finetuned(model_dir, "sst"), dev)
+    bfloat16, _ = run_predict("--model-dir", finetuned(model_dir, "sst"), dev, "--matmul-dtype", "bfloat16")
+    mine, theirs = (np.array([r["probabilities"]["1"] for r in results]) for results in (float32, bfloat16))
+    assert [r["line"] for r in bfloat16] == [r["line"] for r in float32]
+    assert np.any(mine != theirs)
+    np.testing.assert_allclose(theirs, mine, atol=2e-2)
+
+
+def test_matmul_dtype_on_an_export_stops_before_the_input_is_read(monkeypatch, tmp_path, capsys):
+    """An export runs as it was exported: --matmul-dtype bfloat16 there is one line, exit 2, before the input
+    (missing here) is opened; the option's values are model.matmul's."""
+    import types
+
+    from model.matmul import MATMUL_DTYPES
+
+    assert predict.MATMUL_DTYPES == MATMUL_DTYPES
+    for kind, (onnx, saved_model) in {"an exported ONNX model": (True, False),
+                                      "an exported SavedModel": (False, True)}.items():
+        source = types.SimpleNamespace(path=tmp_path / "export", onnx=onnx, saved_model=saved_model)
+        monkeypatch.setattr(predict, "resolve_model", lambda model_dir, task: source)
+        with pytest.raises(SystemExit) as exit_info:
+            predict.main(["--model-dir", str(tmp_path / "export"), str(tmp_path / "missing.tsv"),
+                          "--matmul-dtype", "bfloat16"])
+        assert exit_info.value.code == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and f"is {kind}, which runs as it was exported" in err[0], err
+
+
 def test_file_names_match_their_writers():
     from checkpoints.saved_model import SERVING_INFO
     from finetune.saved import INFO_FILE
