@@ -123,9 +123,10 @@ def bf16_cpu_warning(precision, on_cpu, features,
             f"{EMULATED_BF16_SLOWDOWN}); use float32 with {switch}")
 
 
-# issue 44's measurement (docs/benchmarks.md, "Intel with AMX"): SST-2 fine-tuning steps side by side, and six seeds
-BF16_MATMULS_MEASURED = ("1.46x the float32 step on an Intel Xeon with AMX; over six seeds, the same mean SST-2 "
-                         "dev accuracy, 79.91 against 79.95")
+# issue 44's measurements (docs/benchmarks.md, "Intel with AMX" and "AMD Zen 4"): SST-2 fine-tuning steps side by
+# side, and six seeds
+BF16_MATMULS_MEASURED = ("1.46x the float32 step on an Intel Xeon with AMX, 1.18x on an AMD Zen 4; over six seeds, "
+                         "the same mean SST-2 dev accuracy, 79.91 against 79.95")
 
 
 def bf16_matmuls_note(matmul_dtype, on_cpu, features, switch="--matmul-dtype bfloat16"):
