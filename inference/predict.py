@@ -72,8 +72,8 @@ from inference.sources import resolve_model  # noqa: E402
 DEFAULT_BATCH_SIZE = 64
 DEFAULT_WINDOW = 4096  # rows sorted by length together: ~64 batches, so padding is little and memory bounded
 PROGRESS_MIN_ROWS = 1000
-MATMUL_DTYPES = ("float32", "bfloat16")  # model.matmul's, named here so that ONNX predictions import no Keras
 PROGRESS_AFTER_S = 3.0  # no line before this: the first batch's compilation would make a wild ETA
+MATMUL_DTYPES = ("float32", "bfloat16")  # model.matmul's, named here so that ONNX predictions import no Keras
 
 
 def parse_args(argv=None):
