@@ -503,7 +503,6 @@ def predictions(args):
               + " rows/s; Hugging Face " + ", ".join(f"batch {key} {rates[key][-1]:.1f}" for key in hf_runs),
               flush=True)
     medians = {key: statistics.median(values) for key, values in rates.items()}
-    best = max(sizes, key=lambda size: medians[size])
     print(f"\nPredictions on the {872} SST-2 dev sentences (rows/s, median of {args.repeats}):")
     for key, (label, _) in runs.items():
         print(f"  {label}: {medians[key]:.1f} ({', '.join(f'{r:.1f}' for r in rates[key])})")
@@ -515,6 +514,7 @@ def predictions(args):
             what = "" if dtype == "float32" else ", the model in bfloat16"
             print(f"  Hugging Face pipeline, batch_size {hf_runs[key][1]}{what}: {medians[key]:.1f} "
                   f"({', '.join(f'{r:.1f}' for r in rates[key])})" + ("  <- best" if key == best_of[dtype] else ""))
+    best = best_of["float32"]
     for key in runs:
         print(f"  {key} / Hugging Face's best: {medians[key] / medians[best]:.2f}x")
     print(f"  onnx / ours (TensorFlow): {medians['onnx'] / medians['ours']:.2f}x")
