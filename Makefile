@@ -26,6 +26,7 @@ demo: $(VENV)/.runtime-installed
 	@echo 'What the numbers mean: after 250 steps this 2-layer, 64-wide discriminator gives almost every token about the same P(replaced), near the share of fakes in training (0.12), and flags only the most out-of-place fakes; that is the early plateau of docs/pretraining.md (held-out AUC near 0.55-0.6), where small ELECTRA discriminators stay for their first ~1,000 steps, so it is the objective at this scale, not a broken run.'
 	@echo 'Where to look next: the run'"'"'s curves in $(DEMO_DATA)/models/electra_tiny/logs/curves.png, docs/pretraining.md for longer runs that leave the plateau, and your own sentences or a [MASK] with: $(BIN)/python -m inference.inspect_model --data-dir $(DEMO_DATA) --model-name electra_tiny [--fill-mask] "your text".'
 
+TEST_ENVIRONMENTS := $(VENV)/.test-installed $(VENV)/.hf4-installed $(VENV312)/.installed
 # The three environments install side by side: pip unpacks and compiles on one core, so the small two fit
 # beside the large one. Then two worker processes, each test file on one of them (its module fixtures built
 # once): the suite spends much of its time starting processes and tracing, which leaves a second core idle
@@ -33,8 +34,6 @@ demo: $(VENV)/.runtime-installed
 test:
 	$(MAKE) --no-print-directory -j3 $(TEST_ENVIRONMENTS)
 	$(BIN)/python -m pytest -n 2 --dist loadfile
-
-TEST_ENVIRONMENTS := $(VENV)/.test-installed $(VENV)/.hf4-installed $(VENV312)/.installed
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
